@@ -1,0 +1,46 @@
+# Locates the pinned llama.cpp tree and its build, as laid out by
+# scripts/setup-deps (which writes deps.env). Pass -DSTANDIN_DEPS=<dir with
+# deps.env>, or the two directories directly.
+find_package(Threads REQUIRED)
+
+if(STANDIN_DEPS AND EXISTS "${STANDIN_DEPS}/deps.env")
+    file(STRINGS "${STANDIN_DEPS}/deps.env" _standin_env)
+    foreach(_line IN LISTS _standin_env)
+        if(_line MATCHES "^([A-Z_]+)=(.*)$")
+            if(NOT ${CMAKE_MATCH_1})
+                set(${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
+            endif()
+        endif()
+    endforeach()
+endif()
+
+foreach(_var STANDIN_LLAMA_SRC_DIR STANDIN_LLAMA_BUILD_DIR)
+    if(NOT ${_var})
+        message(FATAL_ERROR "standin: ${_var} is not set. Run scripts/setup-deps and pass "
+                            "-DSTANDIN_DEPS=<its output>, or set it directly.")
+    endif()
+endforeach()
+if(NOT STANDIN_LLAMA_BIN_DIR)
+    set(STANDIN_LLAMA_BIN_DIR "${STANDIN_LLAMA_BUILD_DIR}/bin")
+endif()
+
+set(STANDIN_GGML_PUBLIC_INCLUDE  "${STANDIN_LLAMA_SRC_DIR}/ggml/include")
+set(STANDIN_GGML_PRIVATE_INCLUDE "${STANDIN_LLAMA_SRC_DIR}/ggml/src")
+if(NOT EXISTS "${STANDIN_GGML_PRIVATE_INCLUDE}/ggml-backend-impl.h")
+    message(FATAL_ERROR "standin: no ggml-backend-impl.h under ${STANDIN_GGML_PRIVATE_INCLUDE}")
+endif()
+
+find_library(STANDIN_GGML_BASE_LIB NAMES ggml-base PATHS "${STANDIN_LLAMA_BIN_DIR}" NO_DEFAULT_PATH REQUIRED)
+add_library(ggml::base SHARED IMPORTED GLOBAL)
+set_target_properties(ggml::base PROPERTIES
+    IMPORTED_LOCATION "${STANDIN_GGML_BASE_LIB}"
+    INTERFACE_INCLUDE_DIRECTORIES "${STANDIN_GGML_PUBLIC_INCLUDE}")
+message(STATUS "standin: ggml from ${STANDIN_LLAMA_SRC_DIR}, built in ${STANDIN_LLAMA_BUILD_DIR}")
+
+# libggml: the backend registry and loader (ggml_backend_load, dev_by_name, ...).
+# Tools link it; the plugin must not (it links ggml-base only).
+find_library(STANDIN_GGML_LIB NAMES ggml PATHS "${STANDIN_LLAMA_BIN_DIR}" NO_DEFAULT_PATH REQUIRED)
+add_library(ggml::ggml SHARED IMPORTED GLOBAL)
+set_target_properties(ggml::ggml PROPERTIES
+    IMPORTED_LOCATION "${STANDIN_GGML_LIB}"
+    INTERFACE_INCLUDE_DIRECTORIES "${STANDIN_GGML_PUBLIC_INCLUDE}")

@@ -1,0 +1,26 @@
+// The three error tiers (see README "Errors"):
+//   1. caller/environment errors: log a clear line and return nullptr/false/status
+//      at the ABI. No macro here: the call site knows what to return.
+//   2. internal invariants: SI_ASSERT, which goes to the crash path with the
+//      statement, file and line. Never used for anything a caller can cause.
+//   3. runtime-library calls (CUDA, pthreads, ...): SI_CHECK / SI_CHECK_WARN in
+//      the runtime that owns the call, built on fatal() and log().
+#pragma once
+
+namespace standin::diag {
+
+// Reports the failed statement and aborts (the crash handler, when installed,
+// adds the backtrace and the op being run). Never returns.
+[[noreturn]] void fatal(const char * file, int line, const char * stmt, const char * detail);
+
+} // namespace standin::diag
+
+#define SI_ASSERT(cond)                                                       \
+    do {                                                                      \
+        if (!(cond)) ::standin::diag::fatal(__FILE__, __LINE__, #cond, "");   \
+    } while (0)
+
+#define SI_ASSERT_MSG(cond, msg)                                              \
+    do {                                                                      \
+        if (!(cond)) ::standin::diag::fatal(__FILE__, __LINE__, #cond, msg);  \
+    } while (0)

@@ -1,0 +1,42 @@
+// standin's configuration: one struct, filled once from the environment at
+// registry init, logged once, then passed explicitly (no mutable globals).
+//
+// Every knob is GGML_STANDIN_<KNOB>; cross-backend knobs keep their ecosystem
+// names (GGML_OP_OFFLOAD_MIN_BATCH). A value that does not parse or is out of
+// range is reported with one warning and replaced by the default: a typo in an
+// environment variable must never take the host process down.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace standin::diag {
+
+struct Config {
+    int  host_devices      = 1;     // GGML_STANDIN_HOST_DEVICES   0..8
+    int  threads           = 0;     // GGML_STANDIN_THREADS        1..512, 0 = all cores
+    bool cuda              = true;  // GGML_STANDIN_CUDA           0|1
+    int  offload_min_batch = 32;    // GGML_OP_OFFLOAD_MIN_BATCH   >= 0
+    bool debug             = false; // GGML_STANDIN_DEBUG          0|1 (per-graph log lines)
+    int  score             = 100;   // GGML_STANDIN_SCORE          0..1000000 (0 = do not load)
+
+    // Problems found while parsing, one line each (already logged by from_env).
+    std::vector<std::string> warnings;
+
+    // One line summarising the effective values, for the init log and `standin devices`.
+    std::string summary() const;
+};
+
+using EnvLookup = std::function<const char *(const char *)>;
+
+// Parses the given environment (tests pass a map; production passes getenv).
+Config parse_config(const EnvLookup & env);
+
+// The process-wide configuration, parsed and logged on first call. Thread-safe.
+const Config & config();
+
+// The names of every variable parse_config reads, for docs and `standin devices`.
+const std::vector<const char *> & config_var_names();
+
+} // namespace standin::diag

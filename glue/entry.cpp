@@ -1,0 +1,31 @@
+// The two symbols ggml's loader looks up in a backend module. Only the module
+// target compiles this file; tests reach the registry through glue::registry().
+#include "diag/config.h"
+#include "glue/glue.h"
+
+// The module is built with hidden visibility; these two are its whole interface.
+#define SI_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+
+SI_EXPORT ggml_backend_reg_t ggml_backend_init(void);
+SI_EXPORT int ggml_backend_score(void);
+
+ggml_backend_reg_t ggml_backend_init(void) {
+    try {
+        return standin::glue::registry();
+    } catch (...) {
+        // Nothing may escape into the C loader; a null reg is refused cleanly.
+        return nullptr;
+    }
+}
+
+int ggml_backend_score(void) {
+    try {
+        return standin::diag::config().score;
+    } catch (...) {
+        return 0;
+    }
+}
+
+} // extern "C"

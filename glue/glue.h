@@ -1,0 +1,76 @@
+// The glue: standin's side of ggml's backend ABI (ggml-backend-impl.h). It
+// translates ggml's C vtables into calls on runtime/ and kernels/ and holds no
+// logic of its own beyond that. One file per ABI object.
+//
+// Contexts are reached through the typed accessors below, which check the
+// object against the ownership table (Note [object ownership]) before casting:
+// a foreign object reaching a standin slot is an internal error, reported with
+// the slot name instead of a silent mis-cast.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "diag/config.h"
+#include "ggml-backend-impl.h"
+#include "runtime/runtime.h"
+
+namespace standin::glue {
+
+struct DeviceContext {
+    rt::Device *               rt = nullptr;
+    const diag::Config *       config = nullptr;
+    std::string                name;         // STANDIN_HOST0, STANDIN_CUDA0, ...
+    std::string                description;
+    std::string                pci_bus_id;
+    ggml_backend_device        device{};     // the ABI object handed out
+    ggml_backend_buffer_type   buft{};       // device memory
+    ggml_backend_buffer_type   host_buft{};  // pinned/staging host memory
+};
+
+struct BufferTypeContext {
+    DeviceContext * dev = nullptr;
+    bool            host = false;  // the device's host (pinned) buffer type
+    std::string     name;
+};
+
+struct BufferContext {
+    DeviceContext * dev  = nullptr;
+    void *          base = nullptr;
+    bool            host = false;  // allocated with alloc_host
+};
+
+struct BackendContext {
+    DeviceContext *             dev = nullptr;
+    std::unique_ptr<rt::Stream> stream;
+};
+
+struct EventContext {
+    std::unique_ptr<rt::Event> event;
+};
+
+// --- typed accessors (assert ownership, then cast) ---------------------------
+DeviceContext &     device_ctx(ggml_backend_dev_t dev);
+BufferTypeContext & buft_ctx(ggml_backend_buffer_type_t buft);
+BufferContext &     buffer_ctx(ggml_backend_buffer_t buffer);
+BackendContext &    backend_ctx(ggml_backend_t backend);
+EventContext &      event_ctx(ggml_backend_event_t event);
+
+// --- constructors used across files ------------------------------------------
+// The registry (built once, thread-safe, never freed).
+ggml_backend_reg_t registry();
+// Fills ctx.device/buft/host_buft for a runtime device.
+void init_device(DeviceContext & ctx, ggml_backend_reg_t reg);
+void init_buffer_types(DeviceContext & ctx);
+ggml_backend_t make_backend(DeviceContext & dev);
+ggml_backend_event_t make_event(DeviceContext & dev);
+void free_event(ggml_backend_event_t event);
+
+// Whether a buffer type is one of standin's (any device).
+bool is_standin_buft(ggml_backend_buffer_type_t buft);
+
+// The guid shared by every standin backend.
+ggml_guid_t backend_guid();
+
+} // namespace standin::glue

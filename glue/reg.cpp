@@ -1,0 +1,125 @@
+// The registry: standin's entry into ggml. Built on first use (never from a
+// global constructor: ggml's own registry is a function-local static too, and
+// touching it from a constructor runs into initialisation order).
+#include <deque>
+
+#include "diag/config.h"
+#include "diag/log.h"
+#include "glue/glue.h"
+#include "runtime/ownership.h"
+
+namespace standin::glue {
+
+namespace {
+
+struct RegContext {
+    // deque: stable addresses, the ABI hands out pointers into it.
+    std::deque<DeviceContext> devices;
+};
+
+const char * reg_get_name(ggml_backend_reg_t) { return "STANDIN"; }
+
+size_t reg_get_device_count(ggml_backend_reg_t reg) {
+    return static_cast<RegContext *>(reg->context)->devices.size();
+}
+
+ggml_backend_dev_t reg_get_device(ggml_backend_reg_t reg, size_t index) {
+    auto * ctx = static_cast<RegContext *>(reg->context);
+    if (index >= ctx->devices.size()) {
+        SI_LOG_ERROR("device index %zu out of range (%zu devices)", index, ctx->devices.size());
+        return nullptr;
+    }
+    return &ctx->devices[index].device;
+}
+
+void set_n_threads(ggml_backend_t backend, int n_threads) {
+    if (backend == nullptr || !rt::Ownership::instance().is_ours(backend, rt::ObjKind::backend)) {
+        SI_LOG_WARN("not a standin backend; ignored");
+        return;
+    }
+    if (n_threads < 1) {
+        SI_LOG_WARN("n_threads=%d is not positive; ignored", n_threads);
+        return;
+    }
+    backend_ctx(backend).stream->set_threads(n_threads);
+}
+
+ggml_backend_feature * get_features(ggml_backend_reg_t) {
+    static const std::string config_summary = diag::config().summary();
+    static ggml_backend_feature features[] = {
+        {"STANDIN", "1"},
+        {"CUDA", rt::cuda_compiled() ? "1" : "0"},
+        // Interposition is not built yet: every device is standin's own.
+        {"MODE", "standalone"},
+        {"CONFIG", config_summary.c_str()},
+        {nullptr, nullptr},
+    };
+    return features;
+}
+
+void * reg_get_proc_address(ggml_backend_reg_t, const char * name) {
+    if (name == nullptr) {
+        return nullptr;
+    }
+    const std::string n(name);
+    if (n == "ggml_backend_set_n_threads") {
+        return reinterpret_cast<void *>(&set_n_threads);
+    }
+    if (n == "ggml_backend_get_features") {
+        return reinterpret_cast<void *>(&get_features);
+    }
+    return nullptr;
+}
+
+const ggml_backend_reg_i reg_iface = {
+    /* .get_name         = */ reg_get_name,
+    /* .get_device_count = */ reg_get_device_count,
+    /* .get_device       = */ reg_get_device,
+    /* .get_proc_address = */ reg_get_proc_address,
+};
+
+std::string device_name(const rt::Device & d) {
+    switch (d.kind()) {
+        case rt::Kind::host: return "STANDIN_HOST" + std::to_string(d.ordinal());
+        case rt::Kind::cuda: return "STANDIN_CUDA" + std::to_string(d.ordinal());
+        case rt::Kind::sycl: return "STANDIN_SYCL" + std::to_string(d.ordinal());
+    }
+    return "STANDIN_UNKNOWN";
+}
+
+
+// Builds the registry and its devices; called once.
+ggml_backend_reg * build_registry() {
+    static ggml_backend_reg reg{};
+    {
+        const diag::Config & cfg = diag::config();
+        auto * ctx = new RegContext;
+        reg = ggml_backend_reg{GGML_BACKEND_API_VERSION, reg_iface, ctx};
+        rt::Ownership::instance().add(&reg, rt::ObjKind::reg, rt::Owner::ours, nullptr, true);
+
+        rt::EnumerateOptions opts;
+        opts.host_devices = cfg.host_devices;
+        opts.host_threads = cfg.threads;
+        opts.cuda         = cfg.cuda;
+        for (rt::Device * d : rt::enumerate_devices(opts)) {
+            DeviceContext & dc = ctx->devices.emplace_back();
+            dc.rt          = d;
+            dc.config      = &cfg;
+            dc.name        = device_name(*d);
+            dc.description = d->description();
+            dc.pci_bus_id  = d->pci_bus_id();
+            init_device(dc, &reg);
+        }
+        SI_LOG_INFO("%zu device(s)%s", ctx->devices.size(), rt::cuda_compiled() ? "" : " (built without CUDA)");
+    }
+    return &reg;
+}
+
+} // namespace
+
+ggml_backend_reg_t registry() {
+    static ggml_backend_reg * reg = build_registry();
+    return reg;
+}
+
+} // namespace standin::glue

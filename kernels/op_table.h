@@ -1,0 +1,43 @@
+// Note [op table]
+// The one table of ops standin implements. Each row gives, per device kind, the
+// support predicate and the kernel entry, and whether interposed mode may run
+// the op locally. supports_op, graph_compute dispatch and (later) the
+// interposition router all read this table and nothing else, so "claimed" and
+// "runnable" cannot drift apart.
+#pragma once
+
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "runtime/runtime.h"
+
+namespace standin::kernels {
+
+struct DeviceImpl {
+    SupportFn supports = nullptr;  // nullptr: not available on this device
+    KernelFn  run      = nullptr;  // nullptr with supports set: a no-op (views)
+};
+
+struct OpRow {
+    ggml_op    op;
+    int        sub;     // ggml_unary_op / ggml_glu_op for UNARY/GLU rows, -1 otherwise
+    DeviceImpl host;
+    DeviceImpl cuda;
+    bool       local;   // interposed mode may dispatch it to standin's kernels
+};
+
+const std::vector<OpRow> & op_rows();
+
+// The row for this node's op (and sub-op), or nullptr.
+const OpRow * find_row(const ggml_tensor * node);
+
+// Whether a device of this kind can compute the node (the honest supports_op).
+bool supports(rt::Kind kind, const ggml_tensor * node);
+
+// True for ops that only reinterpret memory (VIEW, RESHAPE, ...): nothing to run.
+bool is_view_op(ggml_op op);
+
+// Runs one node; false when the node is unsupported or the kernel refused it.
+bool run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node);
+
+} // namespace standin::kernels

@@ -1,0 +1,92 @@
+#include "runtime/host/host_device.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "diag/log.h"
+
+namespace standin::rt::host {
+
+void HostStream::copy_to_device(void * dst, const void * src, size_t n) { std::memcpy(dst, src, n); }
+void HostStream::copy_to_host(void * dst, const void * src, size_t n) { std::memcpy(dst, src, n); }
+void HostStream::copy_on_device(void * dst, const void * src, size_t n) { std::memmove(dst, src, n); }
+void HostStream::memset(void * dst, uint8_t value, size_t n) { std::memset(dst, value, n); }
+// Work is complete when enqueued (see host_device.h), so there is nothing to record or wait for.
+void HostStream::record(Event & event) { (void) event; }
+void HostStream::wait(Event & event) { (void) event; }
+
+static std::string cpu_model_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            size_t colon = line.find(':');
+            if (colon != std::string::npos) {
+                size_t start = line.find_first_not_of(' ', colon + 1);
+                return start == std::string::npos ? std::string() : line.substr(start);
+            }
+        }
+    }
+    return "CPU";
+}
+
+std::string HostDevice::description() const {
+    int n = threads_ > 0 ? threads_ : available_cores();
+    return "standin host device (" + cpu_model_name() + ", " + std::to_string(n) + " threads)";
+}
+
+MemoryInfo HostDevice::memory() const {
+    MemoryInfo info;
+    // MemAvailable is what the kernel can give without swapping; sysconf's
+    // free pages undercount it badly on a machine with a warm page cache.
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    size_t kb = 0;
+    std::string unit;
+    while (in >> key >> kb) {
+        std::getline(in, unit);
+        if (key == "MemTotal:") {
+            info.total = kb * 1024;
+        } else if (key == "MemAvailable:") {
+            info.free = kb * 1024;
+        }
+    }
+    if (info.total == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES);
+        long avail = sysconf(_SC_AVPHYS_PAGES);
+        long page  = sysconf(_SC_PAGE_SIZE);
+        info.total = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+        info.free  = avail > 0 && page > 0 ? size_t(avail) * size_t(page) : 0;
+    }
+    return info;
+}
+
+void * HostDevice::alloc(size_t bytes) {
+    // aligned_alloc requires a size that is a multiple of the alignment.
+    size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    if (rounded == 0) {
+        rounded = kAlignment;
+    }
+    void * p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr) {
+        SI_LOG_ERROR("out of host memory allocating %zu bytes", bytes);
+    }
+    return p;
+}
+
+void HostDevice::free(void * ptr) { std::free(ptr); }
+
+void HostDevice::copy_to_device_sync(void * dst, const void * src, size_t n) { std::memcpy(dst, src, n); }
+void HostDevice::copy_to_host_sync(void * dst, const void * src, size_t n) { std::memcpy(dst, src, n); }
+void HostDevice::copy_on_device_sync(void * dst, const void * src, size_t n) { std::memmove(dst, src, n); }
+void HostDevice::memset_sync(void * dst, uint8_t value, size_t n) { std::memset(dst, value, n); }
+
+std::unique_ptr<Stream> HostDevice::create_stream() {
+    return std::make_unique<HostStream>(threads_ > 0 ? threads_ : available_cores());
+}
+
+} // namespace standin::rt::host

@@ -1,0 +1,111 @@
+// standin's device layer: devices, allocators, streams and events, with one
+// implementation per kind (runtime/host, runtime/cuda; a SYCL one slots in the
+// same way). Nothing here includes a ggml header: the glue translates.
+//
+// Contracts, stated once:
+//  - Enumeration (enumerate_devices) never throws and never aborts; on driver
+//    trouble a kind reports zero devices and logs one line.
+//  - Allocation returns nullptr on failure (out of memory is a caller-visible
+//    condition, not a crash) and logs the size asked for.
+//  - Stream operations are ordered within one stream. copy/memset/launch may be
+//    asynchronous; synchronize() waits for everything enqueued before it.
+//  - Pointers given to a Device/Stream are that device's memory unless the
+//    method name says host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace standin::rt {
+
+enum class Kind { host, cuda, sycl };
+
+const char * kind_name(Kind kind);
+
+struct MemoryInfo {
+    size_t free  = 0;
+    size_t total = 0;
+};
+
+class Event;
+
+class Stream {
+public:
+    virtual ~Stream() = default;
+
+    virtual void copy_to_device(void * dst, const void * host_src, size_t n)   = 0;
+    virtual void copy_to_host(void * host_dst, const void * src, size_t n)     = 0;
+    virtual void copy_on_device(void * dst, const void * src, size_t n)        = 0;
+    virtual void memset(void * dst, uint8_t value, size_t n)                   = 0;
+    // Strided 2-D copies: n_rows rows of row_bytes, with the given strides.
+    virtual void copy_to_device_2d(void * dst, size_t dst_stride, const void * host_src, size_t src_stride,
+                                   size_t row_bytes, size_t n_rows);
+    virtual void copy_to_host_2d(void * host_dst, size_t dst_stride, const void * src, size_t src_stride,
+                                 size_t row_bytes, size_t n_rows);
+
+    virtual void synchronize() = 0;
+    virtual void record(Event & event) = 0;
+    // Later work on this stream waits for `event` (recorded on any stream of the same device).
+    virtual void wait(Event & event) = 0;
+
+    // Worker count for host execution; device streams ignore it.
+    virtual void set_threads(int n) { (void) n; }
+};
+
+class Event {
+public:
+    virtual ~Event() = default;
+    virtual void synchronize() = 0;  // blocks until the recorded work is done
+};
+
+class Device {
+public:
+    virtual ~Device() = default;
+
+    virtual Kind        kind() const         = 0;
+    virtual int         ordinal() const      = 0;  // index among devices of this kind
+    virtual std::string description() const  = 0;
+    virtual MemoryInfo  memory() const       = 0;
+    // PCI bus id "dddd:bb:dd.f" when known, empty otherwise.
+    virtual std::string pci_bus_id() const { return {}; }
+
+    // Device memory.
+    virtual void * alloc(size_t bytes) = 0;
+    virtual void   free(void * ptr)    = 0;
+    virtual size_t alignment() const   = 0;
+    virtual size_t max_alloc() const   = 0;
+    // Whether the CPU can read and write device memory directly.
+    virtual bool   memory_is_host() const = 0;
+
+    // Host memory staged for fast transfers (pinned). nullptr when unsupported.
+    virtual void * alloc_host(size_t bytes) = 0;
+    virtual void   free_host(void * ptr)    = 0;
+
+    // Synchronous helpers for buffers (ordered after all work on every stream of the device).
+    virtual void copy_to_device_sync(void * dst, const void * host_src, size_t n) = 0;
+    virtual void copy_to_host_sync(void * host_dst, const void * src, size_t n)   = 0;
+    virtual void copy_on_device_sync(void * dst, const void * src, size_t n)      = 0;
+    virtual void memset_sync(void * dst, uint8_t value, size_t n)                 = 0;
+
+    virtual std::unique_ptr<Stream> create_stream() = 0;
+    virtual std::unique_ptr<Event>  create_event()  = 0;
+};
+
+// Every runtime device of every compiled-in kind, in a stable order: host
+// devices first, then CUDA. Built once; devices live until process exit (the
+// ggml registry hands out raw pointers to them and never releases them).
+struct EnumerateOptions {
+    int  host_devices = 1;
+    int  host_threads = 0;   // 0 = all cores
+    bool cuda         = true;
+};
+
+const std::vector<Device *> & enumerate_devices(const EnumerateOptions & opts);
+
+// Whether this build contains the CUDA runtime (it may still find no device).
+bool cuda_compiled();
+
+} // namespace standin::rt

@@ -1,0 +1,74 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "diag/config.h"
+
+using standin::diag::Config;
+using standin::diag::parse_config;
+
+namespace {
+
+Config parse(const std::map<std::string, std::string> & env) {
+    return parse_config([&](const char * name) -> const char * {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+    });
+}
+
+} // namespace
+
+TEST(Config, DefaultsWhenUnset) {
+    Config c = parse({});
+    EXPECT_EQ(c.host_devices, 1);
+    EXPECT_EQ(c.threads, 0);
+    EXPECT_TRUE(c.cuda);
+    EXPECT_EQ(c.offload_min_batch, 32);
+    EXPECT_FALSE(c.debug);
+    EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(Config, ValidValues) {
+    Config c = parse({{"GGML_STANDIN_HOST_DEVICES", "2"},
+                      {"GGML_STANDIN_THREADS", "3"},
+                      {"GGML_STANDIN_CUDA", "off"},
+                      {"GGML_OP_OFFLOAD_MIN_BATCH", "64"},
+                      {"GGML_STANDIN_DEBUG", "TRUE"}});
+    EXPECT_EQ(c.host_devices, 2);
+    EXPECT_EQ(c.threads, 3);
+    EXPECT_FALSE(c.cuda);
+    EXPECT_EQ(c.offload_min_batch, 64);
+    EXPECT_TRUE(c.debug);
+    EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(Config, BadValuesFallBackWithOneWarningEach) {
+    Config c = parse({{"GGML_STANDIN_HOST_DEVICES", "9"},
+                      {"GGML_STANDIN_THREADS", "4x"},
+                      {"GGML_STANDIN_CUDA", "perhaps"},
+                      {"GGML_OP_OFFLOAD_MIN_BATCH", "-1"},
+                      {"GGML_STANDIN_SCORE", "99999999999999999999"}});
+    EXPECT_EQ(c.host_devices, 1);
+    EXPECT_EQ(c.threads, 0);
+    EXPECT_TRUE(c.cuda);
+    EXPECT_EQ(c.offload_min_batch, 32);
+    EXPECT_EQ(c.score, 100);
+    ASSERT_EQ(c.warnings.size(), 5u);
+    EXPECT_NE(c.warnings[0].find("out of range"), std::string::npos);
+    EXPECT_NE(c.warnings[1].find("not an integer"), std::string::npos);
+    EXPECT_NE(c.warnings[2].find("not a boolean"), std::string::npos);
+}
+
+TEST(Config, EmptyValueMeansUnset) {
+    Config c = parse({{"GGML_STANDIN_THREADS", ""}});
+    EXPECT_EQ(c.threads, 0);
+    EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(Config, SummaryNamesEveryValue) {
+    std::string s = parse({}).summary();
+    for (const char * key : {"host_devices=", "threads=", "cuda=", "offload_min_batch=", "debug=", "score="}) {
+        EXPECT_NE(s.find(key), std::string::npos) << key;
+    }
+}

@@ -1,0 +1,165 @@
+// The glue through ggml's public API, the way a caller sees it: registry,
+// devices, buffer types, buffers, backends, events and graph compute.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "glue/glue.h"
+#include "kernels/op_table.h"
+#include "runtime/ownership.h"
+
+using namespace standin;
+
+namespace {
+
+ggml_backend_dev_t host0() {
+    ggml_backend_reg_t reg = glue::registry();
+    for (size_t i = 0; i < ggml_backend_reg_dev_count(reg); ++i) {
+        ggml_backend_dev_t d = ggml_backend_reg_dev_get(reg, i);
+        if (std::string(ggml_backend_dev_name(d)) == "STANDIN_HOST0") return d;
+    }
+    return nullptr;
+}
+
+} // namespace
+
+TEST(Glue, RegistryAndDevices) {
+    ggml_backend_reg_t reg = glue::registry();
+    ASSERT_NE(reg, nullptr);
+    EXPECT_EQ(reg->api_version, GGML_BACKEND_API_VERSION);
+    EXPECT_STREQ(ggml_backend_reg_name(reg), "STANDIN");
+    EXPECT_EQ(glue::registry(), reg);  // built once
+    ASSERT_GE(ggml_backend_reg_dev_count(reg), 1u);
+    EXPECT_EQ(ggml_backend_reg_dev_get(reg, 1000), nullptr);  // out of range: null, no abort
+
+    ggml_backend_dev_t dev = host0();
+    ASSERT_NE(dev, nullptr);
+    EXPECT_EQ(ggml_backend_dev_type(dev), GGML_BACKEND_DEVICE_TYPE_GPU);
+    ggml_backend_dev_props p;
+    ggml_backend_dev_get_props(dev, &p);
+    EXPECT_STREQ(p.name, "STANDIN_HOST0");
+    EXPECT_GT(p.memory_total, 0u);
+    EXPECT_TRUE(p.caps.events);
+    EXPECT_EQ(ggml_backend_dev_backend_reg(dev), reg);
+}
+
+TEST(Glue, BufferTypes) {
+    ggml_backend_dev_t dev = host0();
+    ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
+    ggml_backend_buffer_type_t hbuft = ggml_backend_dev_host_buffer_type(dev);
+    EXPECT_STREQ(ggml_backend_buft_name(buft), "STANDIN_HOST0");
+    EXPECT_STREQ(ggml_backend_buft_name(hbuft), "STANDIN_HOST0_Host");
+    EXPECT_TRUE(ggml_backend_buft_is_host(hbuft));
+    EXPECT_TRUE(ggml_backend_dev_supports_buft(dev, buft));
+    EXPECT_TRUE(ggml_backend_dev_supports_buft(dev, hbuft));
+    EXPECT_EQ(ggml_backend_buft_get_device(buft), dev);
+    EXPECT_EQ(ggml_backend_buft_get_alignment(buft), 64u);
+    // Another library's buffer type is not ours.
+    EXPECT_FALSE(ggml_backend_dev_supports_buft(dev, ggml_backend_cpu_buffer_type()));
+}
+
+TEST(Glue, BufferRoundTripAndOwnership) {
+    ggml_backend_dev_t dev = host0();
+    const size_t alive_before = rt::Ownership::instance().counts().transient_alive;
+    ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(ggml_backend_dev_buffer_type(dev), 4096);
+    ASSERT_NE(buf, nullptr);
+    EXPECT_TRUE(rt::Ownership::instance().is_ours(buf, rt::ObjKind::buffer));
+    ggml_backend_buffer_clear(buf, 0x5a);
+    std::vector<uint8_t> back(4096);
+    std::memcpy(back.data(), ggml_backend_buffer_get_base(buf), 4096);
+    for (uint8_t b : back) ASSERT_EQ(b, 0x5a);
+    ggml_backend_buffer_free(buf);
+    EXPECT_EQ(rt::Ownership::instance().counts().transient_alive, alive_before);
+}
+
+TEST(Glue, GraphComputeMatchesHandComputedValues) {
+    ggml_backend_dev_t dev = host0();
+    ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr);
+    ASSERT_NE(backend, nullptr);
+    auto set_threads = reinterpret_cast<ggml_backend_set_n_threads_t>(
+        ggml_backend_reg_get_proc_address(glue::registry(), "ggml_backend_set_n_threads"));
+    ASSERT_NE(set_threads, nullptr);
+    set_threads(backend, 3);
+
+    ggml_init_params params = {32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(params);
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 3);
+    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4);
+    ggml_tensor * t = ggml_scale(ctx, ggml_mul(ctx, ggml_add(ctx, a, b), b), 0.5f);
+    ggml_tensor * h = ggml_cast(ctx, ggml_cont(ctx, ggml_transpose(ctx, t)), GGML_TYPE_F16);
+    ggml_tensor * out = ggml_cast(ctx, h, GGML_TYPE_F32);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ASSERT_NE(buf, nullptr);
+
+    float av[12], bv[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 12; ++i) av[i] = float(i);
+    ggml_backend_tensor_set(a, av, 0, sizeof(av));
+    ggml_backend_tensor_set(b, bv, 0, sizeof(bv));
+    ASSERT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+    float ov[12];
+    ggml_backend_tensor_get(out, ov, 0, sizeof(ov));
+    // out is [3, 4]: out[c][r] = ((a[r][c] + b[c]) * b[c]) / 2, exactly representable in f16.
+    for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < 4; ++c) {
+            EXPECT_FLOAT_EQ(ov[c * 3 + r], (av[r * 4 + c] + bv[c]) * bv[c] * 0.5f) << r << "," << c;
+        }
+    }
+
+    // Events record and wait on the stream without error.
+    ggml_backend_event_t ev = ggml_backend_event_new(dev);
+    ASSERT_NE(ev, nullptr);
+    ggml_backend_event_record(ev, backend);
+    ggml_backend_event_wait(backend, ev);
+    ggml_backend_event_synchronize(ev);
+    ggml_backend_event_free(ev);
+
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(backend);
+}
+
+TEST(Glue, UnsupportedOpIsRefusedNotMiscomputed) {
+    ggml_backend_dev_t dev = host0();
+    ggml_init_params params = {8 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(params);
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 2);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 1);
+    ggml_tensor * y = ggml_mul_mat(ctx, a, x);
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, ggml_pool_1d(ctx, x, GGML_OP_POOL_AVG, 2, 2, 0)));
+    // supports_op and the op table agree for every node we can build.
+    EXPECT_EQ(ggml_backend_dev_supports_op(dev, y), kernels::supports(rt::Kind::host, y));
+    ggml_free(ctx);
+}
+
+TEST(Glue, OffloadFollowsMinBatch) {
+    ggml_backend_dev_t dev = host0();
+    ggml_init_params params = {8 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(params);
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 16, 16);
+    ggml_tensor * small = ggml_mul_mat(ctx, w, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 16, 8));
+    ggml_tensor * big = ggml_mul_mat(ctx, w, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 16, 512));
+    EXPECT_FALSE(ggml_backend_dev_offload_op(dev, small));  // default threshold 32
+    EXPECT_TRUE(ggml_backend_dev_offload_op(dev, big));
+    ggml_tensor * rows = ggml_get_rows(ctx, w, ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 512));
+    EXPECT_FALSE(ggml_backend_dev_offload_op(dev, rows));
+    ggml_free(ctx);
+}
+
+TEST(Glue, ProcAddressesAndFeatures) {
+    ggml_backend_reg_t reg = glue::registry();
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "no_such_function"), nullptr);
+    auto features = reinterpret_cast<ggml_backend_get_features_t>(
+        ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+    ASSERT_NE(features, nullptr);
+    bool mode = false;
+    for (ggml_backend_feature * f = features(reg); f->name; ++f) {
+        if (std::string(f->name) == "MODE") mode = std::string(f->value) == "standalone";
+    }
+    EXPECT_TRUE(mode);
+}

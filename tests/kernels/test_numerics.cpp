@@ -1,0 +1,74 @@
+// The shared conversions must round exactly like ggml's reference, which
+// ggml-base exports: every half value, and a large sample of floats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "ggml.h"
+#include "kernels/common/numerics.h"
+
+using namespace standin::num;
+
+namespace {
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+float from_bits(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+} // namespace
+
+TEST(Numerics, EveryHalfDecodesLikeGgml) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float ours = fp16_to_f32(uint16_t(h));
+        const float ref  = ggml_fp16_to_fp32(ggml_fp16_t(h));
+        if (std::isnan(ref)) {
+            EXPECT_TRUE(std::isnan(ours)) << h;
+        } else {
+            ASSERT_EQ(bits(ours), bits(ref)) << "half 0x" << std::hex << h;
+        }
+    }
+}
+
+TEST(Numerics, FloatToHalfRoundsLikeGgml) {
+    std::mt19937 rng(1);
+    std::uniform_int_distribution<uint32_t> any;
+    for (int i = 0; i < 2000000; ++i) {
+        // Bias toward the half range, where rounding matters.
+        uint32_t u = any(rng);
+        if (i % 2) u = (u & 0x80000000u) | (((u >> 23) % 40 + 100) << 23) | (u & 0x7fffff);
+        const float f = from_bits(u);
+        if (std::isnan(f)) continue;
+        ASSERT_EQ(f32_to_fp16(f), ggml_fp32_to_fp16(f)) << "float 0x" << std::hex << u;
+    }
+}
+
+TEST(Numerics, HalfEdgeCases) {
+    EXPECT_EQ(f32_to_fp16(65504.0f), 0x7bff);
+    EXPECT_EQ(f32_to_fp16(65520.0f), 0x7c00);      // rounds up to inf
+    EXPECT_EQ(f32_to_fp16(5.9604645e-8f), 0x0001);  // smallest subnormal
+    EXPECT_EQ(f32_to_fp16(2.9802322e-8f), 0x0000);  // exactly half of it: ties to even (0)
+    EXPECT_EQ(f32_to_fp16(-0.0f), 0x8000);
+    EXPECT_TRUE(std::isnan(fp16_to_f32(f32_to_fp16(NAN))));
+}
+
+TEST(Numerics, BfloatMatchesGgml) {
+    std::mt19937 rng(2);
+    std::uniform_int_distribution<uint32_t> any;
+    for (int i = 0; i < 1000000; ++i) {
+        const uint32_t u = any(rng);
+        const float f = from_bits(u);
+        const uint16_t ours = f32_to_bf16(f);
+        const ggml_bf16_t ref = ggml_fp32_to_bf16(f);
+        ASSERT_EQ(ours, ref.bits) << std::hex << u;
+        if (!std::isnan(f)) {
+            ASSERT_EQ(bits(bf16_to_f32(ours)), bits(ggml_bf16_to_fp32(ref)));
+        }
+    }
+}

@@ -1,0 +1,60 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "ggml.h"
+#include "kernels/op_table.h"
+
+using namespace standin;
+
+TEST(OpTable, RowsOfOneOpAreAdjacentAndUnique) {
+    const auto & rows = kernels::op_rows();
+    std::set<std::pair<int, int>> seen;
+    std::set<int> closed;
+    int prev = -1;
+    for (const auto & r : rows) {
+        EXPECT_TRUE(seen.insert({int(r.op), r.sub}).second) << ggml_op_name(r.op) << " listed twice";
+        if (int(r.op) != prev) {
+            EXPECT_EQ(closed.count(int(r.op)), 0u) << ggml_op_name(r.op) << " rows are not adjacent";
+            if (prev >= 0) closed.insert(prev);
+            prev = int(r.op);
+        }
+    }
+}
+
+TEST(OpTable, EveryKernelHasAPredicate) {
+    for (const auto & r : kernels::op_rows()) {
+        if (r.host.run != nullptr) EXPECT_NE(r.host.supports, nullptr) << ggml_op_name(r.op);
+        if (r.cuda.run != nullptr) EXPECT_NE(r.cuda.supports, nullptr) << ggml_op_name(r.op);
+        // A row with a predicate but no kernel must be a pure view op.
+        if (r.host.supports != nullptr && r.host.run == nullptr) EXPECT_TRUE(kernels::is_view_op(r.op));
+    }
+}
+
+class OpTableTensors : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ggml_init_params p = {64 * ggml_tensor_overhead(), nullptr, true};
+        ctx = ggml_init(p);
+    }
+    void TearDown() override { ggml_free(ctx); }
+    ggml_context * ctx = nullptr;
+};
+
+TEST_F(OpTableTensors, SupportFollowsTypes) {
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 4);
+    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+    EXPECT_TRUE(kernels::supports(rt::Kind::host, ggml_add(ctx, a, b)));
+    EXPECT_TRUE(kernels::supports(rt::Kind::host, ggml_scale(ctx, a, 2.0f)));
+    EXPECT_TRUE(kernels::supports(rt::Kind::host, ggml_cast(ctx, a, GGML_TYPE_F16)));
+    EXPECT_TRUE(kernels::supports(rt::Kind::host, ggml_transpose(ctx, a)));
+
+    // Not claimed: a quantized destination, and an op with no row at all.
+    EXPECT_FALSE(kernels::supports(rt::Kind::host, ggml_cast(ctx, a, GGML_TYPE_Q8_0)));
+    ggml_tensor * m = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 8);
+    ggml_tensor * pool = ggml_pool_1d(ctx, m, GGML_OP_POOL_AVG, 2, 2, 0);
+    EXPECT_FALSE(kernels::supports(rt::Kind::host, pool));
+    EXPECT_EQ(kernels::find_row(pool), nullptr);
+    // No SYCL device yet: nothing is claimed for it.
+    EXPECT_FALSE(kernels::supports(rt::Kind::sycl, ggml_add(ctx, a, b)));
+}
