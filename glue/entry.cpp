@@ -22,6 +22,14 @@ ggml_backend_reg_t ggml_backend_init(void) {
 
 int ggml_backend_score(void) {
     try {
+#ifdef STANDIN_HOST_NEEDS_X86_V3
+        // The host kernels are built for x86-64-v3; on an older CPU, decline to
+        // load (ggml logs that the backend is not supported) rather than crash.
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) {
+            return 0;
+        }
+#endif
         return standin::diag::config().score;
     } catch (...) {
         return 0;

@@ -54,6 +54,10 @@ const std::vector<OpRow> & rows_storage() {
         {GGML_OP_CPY,       -1, {sup_copy, host::copy},      SI_CUDA(sup_copy, cuda::copy),        true},
         {GGML_OP_DUP,       -1, {sup_copy, host::copy},      SI_CUDA(sup_copy, cuda::copy),        true},
         {GGML_OP_CONT,      -1, {sup_copy, host::copy},      SI_CUDA(sup_copy, cuda::copy),        true},
+        // --- rows: matmul, quantized types, gather/scatter (GET_ROWS, SET_ROWS, MUL_MAT, CPY->quant)
+        // --- end rows: matmul
+        // --- rows: normalisation, rope, softmax, attention, activations, reductions
+        // --- end rows: normalisation
     };
     return rows;
 }
