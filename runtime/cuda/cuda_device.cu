@@ -1,0 +1,214 @@
+#include "runtime/cuda/cuda_device.h"
+
+#include <cctype>
+#include <cstdio>
+#include <vector>
+
+#include "diag/check.h"
+#include "diag/log.h"
+
+namespace standin::rt::cuda {
+
+void check_failed(cudaError_t err, const char * stmt, const char * file, int line) {
+    char detail[256];
+    std::snprintf(detail, sizeof(detail), "CUDA error %d: %s", int(err), cudaGetErrorString(err));
+    diag::fatal(file, line, stmt, detail);
+}
+
+void warn_failed(cudaError_t err, const char * stmt, const char * file, int line) {
+    SI_LOG_WARN("%s failed at %s:%d: %s", stmt, file, line, cudaGetErrorString(err));
+}
+
+// ---- events -------------------------------------------------------------------
+
+CudaEvent::CudaEvent(int device) : device_(device) {
+    SI_CUDA_CHECK(cudaSetDevice(device_));
+    SI_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+}
+
+CudaEvent::~CudaEvent() {
+    if (event_ != nullptr) {
+        SI_CUDA_CHECK_WARN(cudaEventDestroy(event_));
+    }
+}
+
+void CudaEvent::synchronize() { SI_CUDA_CHECK(cudaEventSynchronize(event_)); }
+
+// ---- streams ------------------------------------------------------------------
+
+CudaStream::CudaStream(int device) : device_(device) {
+    SI_CUDA_CHECK(cudaSetDevice(device_));
+    // A blocking stream: see cuda_device.h for why.
+    SI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault));
+}
+
+CudaStream::~CudaStream() {
+    if (stream_ != nullptr) {
+        SI_CUDA_CHECK_WARN(cudaSetDevice(device_));
+        SI_CUDA_CHECK_WARN(cudaStreamSynchronize(stream_));
+        SI_CUDA_CHECK_WARN(cudaStreamDestroy(stream_));
+    }
+}
+
+cudaStream_t CudaStream::begin_launch() const {
+    SI_CUDA_CHECK(cudaSetDevice(device_));
+    return stream_;
+}
+
+void CudaStream::copy_to_device(void * dst, const void * src, size_t n) {
+    SI_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, begin_launch()));
+}
+void CudaStream::copy_to_host(void * dst, const void * src, size_t n) {
+    SI_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, begin_launch()));
+}
+void CudaStream::copy_on_device(void * dst, const void * src, size_t n) {
+    SI_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, begin_launch()));
+}
+void CudaStream::memset(void * dst, uint8_t value, size_t n) {
+    SI_CUDA_CHECK(cudaMemsetAsync(dst, value, n, begin_launch()));
+}
+void CudaStream::copy_to_device_2d(void * dst, size_t dst_stride, const void * src, size_t src_stride,
+                                   size_t row_bytes, size_t n_rows) {
+    SI_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_stride, src, src_stride, row_bytes, n_rows, cudaMemcpyHostToDevice,
+                                    begin_launch()));
+}
+void CudaStream::copy_to_host_2d(void * dst, size_t dst_stride, const void * src, size_t src_stride,
+                                 size_t row_bytes, size_t n_rows) {
+    SI_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_stride, src, src_stride, row_bytes, n_rows, cudaMemcpyDeviceToHost,
+                                    begin_launch()));
+}
+void CudaStream::synchronize() {
+    SI_CUDA_CHECK(cudaSetDevice(device_));
+    SI_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+void CudaStream::record(Event & event) {
+    SI_CUDA_CHECK(cudaEventRecord(static_cast<CudaEvent &>(event).handle(), begin_launch()));
+}
+void CudaStream::wait(Event & event) {
+    SI_CUDA_CHECK(cudaStreamWaitEvent(begin_launch(), static_cast<CudaEvent &>(event).handle(), 0));
+}
+
+// ---- device -------------------------------------------------------------------
+
+CudaDevice::CudaDevice(int cuda_index, int ordinal, const cudaDeviceProp & prop)
+    : index_(cuda_index), ordinal_(ordinal) {
+    char buf[64] = {0};
+    if (cudaDeviceGetPCIBusId(buf, sizeof(buf), cuda_index) == cudaSuccess) {
+        for (char * c = buf; *c; ++c) *c = char(std::tolower(static_cast<unsigned char>(*c)));
+        pci_ = buf;
+    } else {
+        cudaGetLastError();
+    }
+    description_ = std::string(prop.name) + " (standin CUDA device, sm_" + std::to_string(prop.major) +
+                   std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs)";
+}
+
+MemoryInfo CudaDevice::memory() const {
+    MemoryInfo m;
+    SI_CUDA_CHECK(cudaSetDevice(index_));
+    SI_CUDA_CHECK(cudaMemGetInfo(&m.free, &m.total));
+    return m;
+}
+
+void * CudaDevice::alloc(size_t bytes) {
+    SI_CUDA_CHECK(cudaSetDevice(index_));
+    void * p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+    if (err != cudaSuccess) {
+        cudaGetLastError();  // out of memory is not sticky: clear it for the next call
+        SI_LOG_ERROR("cudaMalloc of %.2f MiB on device %d failed: %s", double(bytes) / 1048576.0, index_,
+                     cudaGetErrorString(err));
+        return nullptr;
+    }
+    return p;
+}
+
+void CudaDevice::free(void * ptr) {
+    SI_CUDA_CHECK_WARN(cudaSetDevice(index_));
+    SI_CUDA_CHECK_WARN(cudaFree(ptr));
+}
+
+void * CudaDevice::alloc_host(size_t bytes) {
+    void * p = nullptr;
+    cudaError_t err = cudaMallocHost(&p, bytes == 0 ? 1 : bytes);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        SI_LOG_ERROR("cudaMallocHost of %.2f MiB failed: %s", double(bytes) / 1048576.0, cudaGetErrorString(err));
+        return nullptr;
+    }
+    return p;
+}
+
+void CudaDevice::free_host(void * ptr) { SI_CUDA_CHECK_WARN(cudaFreeHost(ptr)); }
+
+void CudaDevice::copy_to_device_sync(void * dst, const void * src, size_t n) {
+    SI_CUDA_CHECK(cudaSetDevice(index_));
+    SI_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+}
+void CudaDevice::copy_to_host_sync(void * dst, const void * src, size_t n) {
+    SI_CUDA_CHECK(cudaSetDevice(index_));
+    SI_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+}
+void CudaDevice::copy_on_device_sync(void * dst, const void * src, size_t n) {
+    SI_CUDA_CHECK(cudaSetDevice(index_));
+    SI_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice));
+}
+void CudaDevice::memset_sync(void * dst, uint8_t value, size_t n) {
+    SI_CUDA_CHECK(cudaSetDevice(index_));
+    SI_CUDA_CHECK(cudaMemset(dst, value, n));
+    SI_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+std::unique_ptr<Stream> CudaDevice::create_stream() { return std::make_unique<CudaStream>(index_); }
+std::unique_ptr<Event>  CudaDevice::create_event() { return std::make_unique<CudaEvent>(index_); }
+
+// ---- enumeration (never aborts) -----------------------------------------------
+
+namespace {
+
+__global__ void probe_kernel(int * p) {
+    if (p != nullptr) *p = 1;
+}
+
+// Whether this build carries code the device can run (sm_90 SASS or PTX the
+// driver can compile for it); older GPUs would fail at the first launch.
+bool has_kernel_image(int index) {
+    if (cudaSetDevice(index) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    cudaFuncAttributes attr;
+    cudaError_t err = cudaFuncGetAttributes(&attr, probe_kernel);
+    cudaGetLastError();
+    return err == cudaSuccess;
+}
+
+} // namespace
+
+void enumerate(std::vector<Device *> & out) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        SI_LOG_INFO("no CUDA device: %s", cudaGetErrorString(err));
+        return;
+    }
+    int ordinal = 0;
+    for (int i = 0; i < count; ++i) {
+        cudaDeviceProp prop;
+        err = cudaGetDeviceProperties(&prop, i);
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            SI_LOG_WARN("CUDA device %d skipped: %s", i, cudaGetErrorString(err));
+            continue;
+        }
+        if (!has_kernel_image(i)) {
+            SI_LOG_WARN("CUDA device %d (%s, sm_%d%d) skipped: this build has no code for it", i, prop.name,
+                        prop.major, prop.minor);
+            continue;
+        }
+        out.push_back(new CudaDevice(i, ordinal++, prop));
+    }
+}
+
+} // namespace standin::rt::cuda

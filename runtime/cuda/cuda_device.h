@@ -1,0 +1,106 @@
+// The CUDA implementation of the runtime interface: one Device per visible GPU,
+// a blocking CUDA stream per Stream (so the synchronous buffer copies, issued on
+// the legacy default stream, are ordered after all queued kernels), events
+// without timing. Compiled only when nvcc is found (STANDIN_WITH_CUDA).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "runtime/runtime.h"
+
+namespace standin::rt::cuda {
+
+// Tier-3 check for CUDA runtime calls: a failure here is an internal or
+// driver error, reported with the call and aborted (warn-only form below for
+// cleanup paths, where aborting would hide the original problem).
+void check_failed(cudaError_t err, const char * stmt, const char * file, int line);
+void warn_failed(cudaError_t err, const char * stmt, const char * file, int line);
+
+#define SI_CUDA_CHECK(stmt)                                                                         \
+    do {                                                                                            \
+        cudaError_t si_err_ = (stmt);                                                               \
+        if (si_err_ != cudaSuccess) ::standin::rt::cuda::check_failed(si_err_, #stmt, __FILE__, __LINE__); \
+    } while (0)
+#define SI_CUDA_CHECK_WARN(stmt)                                                                    \
+    do {                                                                                            \
+        cudaError_t si_err_ = (stmt);                                                               \
+        if (si_err_ != cudaSuccess) ::standin::rt::cuda::warn_failed(si_err_, #stmt, __FILE__, __LINE__); \
+    } while (0)
+
+class CudaEvent final : public Event {
+public:
+    explicit CudaEvent(int device);
+    ~CudaEvent() override;
+    void        synchronize() override;
+    cudaEvent_t handle() const { return event_; }
+
+private:
+    int         device_;
+    cudaEvent_t event_ = nullptr;
+};
+
+class CudaStream final : public Stream {
+public:
+    explicit CudaStream(int device);
+    ~CudaStream() override;
+
+    void copy_to_device(void * dst, const void * src, size_t n) override;
+    void copy_to_host(void * dst, const void * src, size_t n) override;
+    void copy_on_device(void * dst, const void * src, size_t n) override;
+    void memset(void * dst, uint8_t value, size_t n) override;
+    void copy_to_device_2d(void * dst, size_t dst_stride, const void * src, size_t src_stride, size_t row_bytes,
+                           size_t n_rows) override;
+    void copy_to_host_2d(void * dst, size_t dst_stride, const void * src, size_t src_stride, size_t row_bytes,
+                         size_t n_rows) override;
+    void synchronize() override;
+    void record(Event & event) override;
+    void wait(Event & event) override;
+
+    // For kernel launches: makes this stream's device current and returns the handle.
+    cudaStream_t begin_launch() const;
+    int          device() const { return device_; }
+
+private:
+    int          device_;
+    cudaStream_t stream_ = nullptr;
+};
+
+class CudaDevice final : public Device {
+public:
+    CudaDevice(int cuda_index, int ordinal, const cudaDeviceProp & prop);
+
+    Kind        kind() const override { return Kind::cuda; }
+    int         ordinal() const override { return ordinal_; }
+    std::string description() const override { return description_; }
+    std::string pci_bus_id() const override { return pci_; }
+    MemoryInfo  memory() const override;
+
+    void * alloc(size_t bytes) override;
+    void   free(void * ptr) override;
+    size_t alignment() const override { return 256; }  // cudaMalloc's own guarantee
+    size_t max_alloc() const override { return SIZE_MAX; }
+    bool   memory_is_host() const override { return false; }
+
+    void * alloc_host(size_t bytes) override;
+    void   free_host(void * ptr) override;
+
+    void copy_to_device_sync(void * dst, const void * src, size_t n) override;
+    void copy_to_host_sync(void * dst, const void * src, size_t n) override;
+    void copy_on_device_sync(void * dst, const void * src, size_t n) override;
+    void memset_sync(void * dst, uint8_t value, size_t n) override;
+
+    std::unique_ptr<Stream> create_stream() override;
+    std::unique_ptr<Event>  create_event() override;
+
+    int cuda_index() const { return index_; }
+
+private:
+    int         index_;    // CUDA runtime device index
+    int         ordinal_;  // standin ordinal (STANDIN_CUDA<n>)
+    std::string description_;
+    std::string pci_;
+};
+
+} // namespace standin::rt::cuda
