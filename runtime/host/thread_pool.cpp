@@ -35,8 +35,10 @@ void ThreadPool::start(int n_threads) {
     n_threads_ = std::max(1, n_threads);
     quit_      = false;
     workers_.reserve(n_threads_ - 1);
+    // New workers must not mistake the last finished job for a new one.
+    const uint64_t current = generation_;
     for (int i = 1; i < n_threads_; ++i) {
-        workers_.emplace_back([this] { worker_loop(); });
+        workers_.emplace_back([this, current] { worker_loop(current); });
     }
 }
 
@@ -62,8 +64,7 @@ void ThreadPool::run_chunks() {
     }
 }
 
-void ThreadPool::worker_loop() {
-    uint64_t seen = 0;
+void ThreadPool::worker_loop(uint64_t seen) {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mu_);

@@ -36,7 +36,7 @@ public:
 private:
     void start(int n_threads);
     void stop();
-    void worker_loop();
+    void worker_loop(uint64_t seen_generation);
     void run_chunks();
 
     int                      n_threads_ = 1;
