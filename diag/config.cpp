@@ -62,7 +62,11 @@ std::string Config::summary() const {
     std::ostringstream s;
     s << "host_devices=" << host_devices << " threads=" << (threads == 0 ? std::string("auto") : std::to_string(threads))
       << " cuda=" << (cuda ? "on" : "off") << " offload_min_batch=" << offload_min_batch
-      << " debug=" << (debug ? "on" : "off") << " score=" << score;
+      << " debug=" << (debug ? "on" : "off") << " score=" << score << " mode="
+      << (mode == Mode::standalone ? "standalone" : mode == Mode::interpose ? "interpose" : "auto");
+    if (!real.empty()) s << " real=" << real;
+    if (local_ops != "none") s << " local_ops=" << local_ops;
+    if (audit) s << " audit=on";
     return s.str();
 }
 
@@ -74,6 +78,16 @@ Config parse_config(const EnvLookup & env) {
     read_int(env, "GGML_OP_OFFLOAD_MIN_BATCH", 0, INT_MAX, c.offload_min_batch, c.warnings);
     read_bool(env, "GGML_STANDIN_DEBUG", c.debug, c.warnings);
     read_int(env, "GGML_STANDIN_SCORE", 0, 1000000, c.score, c.warnings);
+    if (const char * m = env("GGML_STANDIN_MODE"); m != nullptr && *m != '\0') {
+        const std::string v(m);
+        if (v == "auto") c.mode = Config::Mode::auto_;
+        else if (v == "standalone") c.mode = Config::Mode::standalone;
+        else if (v == "interpose") c.mode = Config::Mode::interpose;
+        else c.warnings.push_back("GGML_STANDIN_MODE='" + v + "' is not one of auto|standalone|interpose; using default auto");
+    }
+    if (const char * r = env("GGML_STANDIN_REAL"); r != nullptr) c.real = r;
+    if (const char * l = env("GGML_STANDIN_LOCAL_OPS"); l != nullptr && *l != '\0') c.local_ops = l;
+    read_bool(env, "GGML_STANDIN_AUDIT", c.audit, c.warnings);
     return c;
 }
 
@@ -81,6 +95,8 @@ const std::vector<const char *> & config_var_names() {
     static const std::vector<const char *> names = {
         "GGML_STANDIN_HOST_DEVICES", "GGML_STANDIN_THREADS", "GGML_STANDIN_CUDA",
         "GGML_OP_OFFLOAD_MIN_BATCH", "GGML_STANDIN_DEBUG",   "GGML_STANDIN_SCORE",
+        "GGML_STANDIN_MODE",         "GGML_STANDIN_REAL",    "GGML_STANDIN_LOCAL_OPS",
+        "GGML_STANDIN_AUDIT",        "GGML_STANDIN_SWARM_SOCKET", "GGML_STANDIN_SWARM_DB",
     };
     return names;
 }

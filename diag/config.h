@@ -21,6 +21,16 @@ struct Config {
     bool debug             = false; // GGML_STANDIN_DEBUG          0|1 (per-graph log lines)
     int  score             = 100;   // GGML_STANDIN_SCORE          0..1000000 (0 = do not load)
 
+    // Interposition (interpose/): standalone never loads a real library;
+    // interpose requires one (and falls back to standalone, with one log line,
+    // when it cannot be loaded); auto interposes when a real library is
+    // configured (GGML_STANDIN_REAL) or this module is installed in replace mode.
+    enum class Mode { auto_, standalone, interpose };
+    Mode        mode = Mode::auto_;   // GGML_STANDIN_MODE  auto|standalone|interpose
+    std::string real;                 // GGML_STANDIN_REAL  path of the real backend library
+    std::string local_ops = "none";   // GGML_STANDIN_LOCAL_OPS  none|all|OP,OP,...
+    bool        audit = false;        // GGML_STANDIN_AUDIT 0|1: ownership report at exit
+
     // Problems found while parsing, one line each (already logged by from_env).
     std::vector<std::string> warnings;
 

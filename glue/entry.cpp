@@ -2,6 +2,7 @@
 // target compiles this file; tests reach the registry through glue::registry().
 #include "diag/config.h"
 #include "glue/glue.h"
+#include "interpose/loader.h"
 
 // The module is built with hidden visibility; these two are its whole interface.
 #define SI_EXPORT __attribute__((visibility("default")))
@@ -30,7 +31,9 @@ int ggml_backend_score(void) {
             return 0;
         }
 #endif
-        return standin::diag::config().score;
+        // Replace mode: outscore the real variants beside us so ggml loads us instead.
+        const int replace = standin::interpose::replace_mode_score();
+        return replace >= 0 ? replace : standin::diag::config().score;
     } catch (...) {
         return 0;
     }

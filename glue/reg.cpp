@@ -6,6 +6,10 @@
 #include "diag/config.h"
 #include "diag/log.h"
 #include "glue/glue.h"
+#include "interpose/audit.h"
+#include "interpose/loader.h"
+#include "interpose/router.h"
+#include "interpose/wrap.h"
 #include "runtime/ownership.h"
 
 namespace standin::glue {
@@ -44,17 +48,29 @@ void set_n_threads(ggml_backend_t backend, int n_threads) {
     backend_ctx(backend).stream->set_threads(n_threads);
 }
 
+// Why interposition was not used, when it was asked for (features "FALLBACK").
+std::string & fallback_reason() {
+    static std::string r;
+    return r;
+}
+
 ggml_backend_feature * get_features(ggml_backend_reg_t) {
     static const std::string config_summary = diag::config().summary();
     static ggml_backend_feature features[] = {
         {"STANDIN", "1"},
         {"CUDA", rt::cuda_compiled() ? "1" : "0"},
-        // Interposition is not built yet: every device is standin's own.
         {"MODE", "standalone"},
+        {"FALLBACK", fallback_reason().c_str()},
         {"CONFIG", config_summary.c_str()},
         {nullptr, nullptr},
     };
     return features;
+}
+
+const char * audit_text() {
+    static std::string text;
+    text = interpose::audit::report().text();
+    return text.c_str();
 }
 
 void * reg_get_proc_address(ggml_backend_reg_t, const char * name) {
@@ -67,6 +83,9 @@ void * reg_get_proc_address(ggml_backend_reg_t, const char * name) {
     }
     if (n == "ggml_backend_get_features") {
         return reinterpret_cast<void *>(&get_features);
+    }
+    if (n == "ggml_backend_standin_audit") {
+        return reinterpret_cast<void *>(&audit_text);
     }
     return nullptr;
 }
@@ -115,10 +134,44 @@ ggml_backend_reg * build_registry() {
     return &reg;
 }
 
+
+// Interposed when a real library is configured or found and loads; otherwise
+// (or when it fails, with one log line saying why) standalone.
+ggml_backend_reg * choose_registry() {
+    const diag::Config & cfg = diag::config();
+    if (cfg.audit) {
+        interpose::audit::enable_at_exit();
+    }
+    if (cfg.mode == diag::Config::Mode::standalone) {
+        return build_registry();
+    }
+    std::string why;
+    const std::string path = interpose::locate_real_library(cfg.real, why);
+    if (path.empty() && cfg.mode == diag::Config::Mode::auto_) {
+        return build_registry();
+    }
+    interpose::RealLibrary lib = interpose::load_real_library(path);
+    if (!lib.ok()) {
+        fallback_reason() = std::string(interpose::load_error_name(lib.error)) + ": " +
+                            (path.empty() ? why : lib.detail);
+        SI_LOG_WARN("cannot interpose (%s); falling back to standalone", fallback_reason().c_str());
+        return build_registry();
+    }
+    std::string warnings;
+    interpose::set_local_ops(interpose::parse_local_ops(cfg.local_ops, warnings));
+    if (!warnings.empty()) {
+        SI_LOG_WARN("GGML_STANDIN_LOCAL_OPS: %s", warnings.c_str());
+    }
+    ggml_backend_reg * reg = interpose::make_registry(lib);
+    SI_LOG_INFO("interposing %s (%s): %zu device(s), local ops: %s", path.c_str(), why.c_str(),
+                reg->iface.get_device_count(reg), cfg.local_ops.c_str());
+    return reg;
+}
+
 } // namespace
 
 ggml_backend_reg_t registry() {
-    static ggml_backend_reg * reg = build_registry();
+    static ggml_backend_reg * reg = choose_registry();
     return reg;
 }
 

@@ -34,6 +34,7 @@ const char * obj_kind_name(ObjKind kind) {
         case ObjKind::buffer:      return "buffer";
         case ObjKind::backend:     return "backend";
         case ObjKind::event:       return "event";
+        case ObjKind::opaque:      return "opaque";
         case ObjKind::count:       break;
     }
     return "?";

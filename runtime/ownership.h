@@ -15,7 +15,9 @@
 
 namespace standin::rt {
 
-enum class ObjKind : uint8_t { reg, device, buffer_type, buffer, backend, event, count };
+// opaque: handles the real library hands out that are not ABI objects (graph
+// plans, thread pools, communicators), wrapped all the same.
+enum class ObjKind : uint8_t { reg, device, buffer_type, buffer, backend, event, opaque, count };
 enum class Owner : uint8_t { ours, real };
 
 const char * obj_kind_name(ObjKind kind);

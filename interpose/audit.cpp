@@ -1,0 +1,77 @@
+#include "interpose/audit.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "diag/log.h"
+#include "runtime/ownership.h"
+
+namespace standin::interpose::audit {
+
+namespace {
+std::atomic<size_t> g_escapes{0};
+std::atomic<size_t> g_local_nodes{0};
+std::atomic<size_t> g_forwarded{0};
+}
+
+void count_dispatch(size_t local_nodes, size_t forwarded_graphs) {
+    g_local_nodes.fetch_add(local_nodes, std::memory_order_relaxed);
+    g_forwarded.fetch_add(forwarded_graphs, std::memory_order_relaxed);
+}
+
+bool check_escape(const void * obj, const char * what) {
+    if (obj == nullptr) {
+        return true;
+    }
+    rt::ObjRecord r;
+    if (rt::Ownership::instance().find(obj, r) && r.owner == rt::Owner::ours) {
+        return true;
+    }
+    g_escapes.fetch_add(1);
+    SI_LOG_ERROR("audit: a real-library %s pointer (%p) reached the caller", what, obj);
+    return false;
+}
+
+size_t escapes() { return g_escapes.load(); }
+
+Report report() {
+    Report r;
+    rt::Ownership::Counts c = rt::Ownership::instance().counts();
+    for (size_t k = 0; k < size_t(rt::ObjKind::count) && k < 8; ++k) {
+        r.alive_by_kind[k] = c.alive[k];
+    }
+    r.leaks   = c.transient_alive;
+    r.escapes = escapes();
+    r.local_nodes      = g_local_nodes.load();
+    r.forwarded_graphs = g_forwarded.load();
+    return r;
+}
+
+std::string Report::text() const {
+    std::ostringstream s;
+    s << "standin audit: alive";
+    for (size_t k = 0; k < size_t(rt::ObjKind::count) && k < 8; ++k) {
+        s << ' ' << rt::obj_kind_name(rt::ObjKind(k)) << '=' << alive_by_kind[k];
+    }
+    s << "; leaks=" << leaks << "; real pointers to caller=" << escapes;
+    s << (leaks == 0 && escapes == 0 ? " (clean)" : " (NOT CLEAN)");
+    s << "; dispatch: local nodes=" << local_nodes << " forwarded graphs=" << forwarded_graphs;
+    return s.str();
+}
+
+void enable_at_exit() {
+    static bool installed = false;
+    if (installed) {
+        return;
+    }
+    installed = true;
+    std::atexit([] {
+        // stderr directly: at exit the host's log callback may be gone.
+        std::fflush(stdout);
+        std::fprintf(stderr, "\n%s\n", report().text().c_str());
+    });
+}
+
+} // namespace standin::interpose::audit

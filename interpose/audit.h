@@ -1,0 +1,36 @@
+// Note [audit]
+// The ownership audit (GGML_STANDIN_AUDIT=1, `standin audit`): objects alive by
+// kind, leaks (objects created per call that are still alive at unload), and
+// escapes: real-library pointers that reached the caller. Escapes are checked
+// where they could happen: every object a slot returns, and every tensor
+// buffer after a forwarded call restored it.
+#pragma once
+
+#include <string>
+
+namespace standin::interpose::audit {
+
+// Counts an escape when `obj` is a real object (or not ours at all) about to
+// be handed to the caller. Returns true when it was clean.
+bool check_escape(const void * obj, const char * what);
+
+size_t escapes();
+
+// Dispatch statistics of interposed graph_compute (shown in the report).
+void count_dispatch(size_t local_nodes, size_t forwarded_graphs);
+
+struct Report {
+    size_t alive_by_kind[8] = {};
+    size_t leaks   = 0;  // transient objects still alive
+    size_t escapes = 0;
+    size_t local_nodes = 0;       // nodes run on standin's kernels
+    size_t forwarded_graphs = 0;  // graphs (or sub-graphs) handed to the real library
+    std::string text() const;
+};
+
+Report report();
+
+// Installs the at-exit report when GGML_STANDIN_AUDIT is on (once).
+void enable_at_exit();
+
+} // namespace standin::interpose::audit

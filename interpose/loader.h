@@ -1,0 +1,54 @@
+// Finding and loading the real backend library that standin interposes.
+//
+// Note [real library]
+// The real library is opened RTLD_NOW | RTLD_LOCAL and never closed (ggml never
+// unloads backends either). Its registry pointer stays inside interpose/; the
+// caller only ever sees standin's wrappers (Note [object ownership]).
+#pragma once
+
+#include <string>
+
+struct ggml_backend_reg;
+
+namespace standin::interpose {
+
+enum class LoadError {
+    none,
+    not_found,          // no path configured or found, or the file does not exist
+    dlopen_failed,      // the dynamic loader refused it (dlerror text in `detail`)
+    missing_symbol,     // not a ggml backend: no ggml_backend_init
+    api_version,        // ggml_backend_init returned a reg of another API version
+    init_returned_null, // ggml_backend_init returned NULL
+    declined,           // ggml_backend_score returned 0 (not supported on this machine)
+    init_crashed,       // ggml_backend_init raised a fatal signal (reported, then the process dies)
+};
+
+const char * load_error_name(LoadError e);
+
+struct RealLibrary {
+    LoadError          error = LoadError::not_found;
+    std::string        path;
+    std::string        detail;   // human-readable cause
+    ggml_backend_reg * reg = nullptr;
+    void *             handle = nullptr;
+    bool ok() const { return error == LoadError::none; }
+};
+
+// Where the real library is, in this order: GGML_STANDIN_REAL; in replace mode
+// (this module is installed as libggml-<name>-standin.so) the best-scoring
+// libggml-<name>-*.so or libggml-<name>.so beside it. Empty when none applies.
+std::string locate_real_library(const std::string & configured, std::string & why);
+
+// Opens and initialises a real library. Never throws; a crash inside the real
+// ggml_backend_init is reported (LoadError::init_crashed) before the process
+// dies with the original signal.
+RealLibrary load_real_library(const std::string & path);
+
+// In replace mode: the score to report so ggml's loader picks this module over
+// the real variants beside it (their best score + 1), or -1 when not in replace mode.
+int replace_mode_score();
+
+// The path of this module (dladdr), for replace-mode discovery and diagnostics.
+std::string self_path();
+
+} // namespace standin::interpose

@@ -1,0 +1,34 @@
+// Local dispatch in interposed mode (GGML_STANDIN_LOCAL_OPS): the nodes of a
+// graph whose op is selected, claimed by standin's op table for the device's
+// kind and whose tensors live in plain memory run on standin's kernels; every
+// other maximal run of nodes goes to the real library as one graph view.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "interpose/wrap.h"
+
+namespace standin::interpose {
+
+struct LocalOps {
+    bool                  all = false;
+    std::set<std::string> names;  // ggml_op_desc names: ADD, MUL_MAT, SILU, SWIGLU, ...
+    bool none() const { return !all && names.empty(); }
+    bool selects(const ggml_tensor * node) const;
+};
+
+// Parses none|all|OP,OP,...; unknown names are reported in `warnings` and skipped.
+LocalOps parse_local_ops(const std::string & spec, std::string & warnings);
+
+// The selection in force (set once when the interposed registry is built).
+void set_local_ops(const LocalOps & ops);
+const LocalOps & local_ops();
+
+// The rt::Kind (as int) whose kernels can run on this real device's memory, or -1.
+int local_kind_for(ggml_backend_dev_t inner);
+
+ggml_status route_graph(OuterBackend & backend, ggml_cgraph * graph);
+void        release_local_stream(OuterBackend & backend);
+
+} // namespace standin::interpose

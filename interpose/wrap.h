@@ -1,0 +1,121 @@
+// Wrappers ("outer" objects) around a real library's ABI objects ("inner").
+//
+// Note [outer and inner]
+// Every object the caller receives in interposed mode is an outer object
+// created here and entered in the ownership table with its inner object. Every
+// call into the real library passes inner objects only:
+//  - arguments that are outer objects are unwrapped (unwrap());
+//  - tensors whose ->buffer is an outer buffer are shown to the real library
+//    with the inner buffer for the duration of the call (SwapScope), because
+//    real libraries identify their buffers through tensor->buffer;
+//  - results that are real objects are wrapped before they are returned
+//    (wrap_result()), and checked: a real pointer that would reach the caller
+//    is counted by the audit (Note [audit]).
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ggml-backend-impl.h"
+#include "interpose/loader.h"
+
+namespace standin::interpose {
+
+struct LocalOps;  // router.h
+
+struct OuterReg {
+    ggml_backend_reg                  reg{};
+    ggml_backend_reg *                inner = nullptr;
+    RealLibrary                       lib;
+    std::vector<ggml_backend_device *> devices;  // outer devices, in the real order
+};
+
+struct OuterDev {
+    ggml_backend_device  dev{};
+    ggml_backend_device * inner = nullptr;
+    std::string          name;         // STANDIN_<real name>
+    std::string          description;  // "standin over <real description>"
+    std::string          device_id;    // our copy of the real props.device_id
+    int                  local_kind = -1;  // rt::Kind of our kernels for local dispatch, -1 = none
+};
+
+struct OuterBuft {
+    ggml_backend_buffer_type  buft{};
+    ggml_backend_buffer_type * inner = nullptr;
+    std::string               name;
+};
+
+struct OuterBuffer {
+    ggml_backend_buffer * inner = nullptr;
+};
+
+struct OuterBackend {
+    ggml_backend * inner = nullptr;
+    OuterDev *     dev   = nullptr;
+    std::string    name;
+    void *         local_stream = nullptr;  // rt::Stream for local dispatch (router.cpp), created lazily
+};
+
+struct OuterEvent {
+    ggml_backend_event * inner = nullptr;
+};
+
+// --- unwrap: outer -> inner; anything that is not ours passes unchanged ----------
+ggml_backend_reg_t         unwrap(ggml_backend_reg_t r);
+ggml_backend_dev_t         unwrap(ggml_backend_dev_t d);
+ggml_backend_buffer_type_t unwrap(ggml_backend_buffer_type_t b);
+ggml_backend_buffer_t      unwrap(ggml_backend_buffer_t b);
+ggml_backend_t             unwrap(ggml_backend_t b);
+ggml_backend_event_t       unwrap(ggml_backend_event_t e);
+template <typename T> T    unwrap(T v) { return v; }
+
+// --- wrap: inner -> outer (created on first sight for bufts and devices) -----------
+ggml_backend_dev_t         wrap_result(ggml_backend_dev_t d);
+ggml_backend_buffer_type_t wrap_result(ggml_backend_buffer_type_t b);
+ggml_backend_buffer_t      wrap_result(ggml_backend_buffer_t b);
+ggml_backend_t             wrap_result(ggml_backend_t b);
+ggml_backend_event_t       wrap_result(ggml_backend_event_t e);
+template <typename T> T    wrap_result(T v) { return v; }
+
+// Shows the real library inner buffers on every tensor it will read, for the
+// lifetime of the scope, then restores the caller's view. Holds the
+// interposition lock: swapped tensors may be shared (weights) between backends.
+class SwapScope {
+public:
+    SwapScope();
+    ~SwapScope();
+    SwapScope(const SwapScope &) = delete;
+    SwapScope & operator=(const SwapScope &) = delete;
+
+    void collect(const ggml_tensor * t);
+    void collect(ggml_tensor * t) { collect(static_cast<const ggml_tensor *>(t)); }
+    void collect(ggml_cgraph * g);
+    void collect(const ggml_cgraph * g) { collect(const_cast<ggml_cgraph *>(g)); }
+    template <typename T> void collect(const T &) {}
+
+private:
+    void swap_one(ggml_tensor * t);
+    std::unique_lock<std::recursive_mutex> lock_;
+    std::vector<std::pair<ggml_tensor *, ggml_backend_buffer *>> saved_;
+};
+
+// Builds the interposed registry over a loaded real library (never fails: a
+// real library with zero devices gives a registry with zero devices).
+ggml_backend_reg * make_registry(RealLibrary lib);
+
+// The process-wide lock under which tensors are swapped.
+std::recursive_mutex & swap_lock();
+
+// Typed accessors (ownership-checked).
+OuterReg &     outer_reg(ggml_backend_reg_t r);
+OuterDev &     outer_dev(ggml_backend_dev_t d);
+OuterBuft &    outer_buft(ggml_backend_buffer_type_t b);
+OuterBuffer &  outer_buffer(ggml_backend_buffer_t b);
+OuterBackend & outer_backend(ggml_backend_t b);
+OuterEvent &   outer_event(ggml_backend_event_t e);
+
+// The outer registry, once built (nullptr in standalone mode).
+ggml_backend_reg * current_registry();
+
+} // namespace standin::interpose
