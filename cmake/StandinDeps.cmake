@@ -44,3 +44,13 @@ add_library(ggml::ggml SHARED IMPORTED GLOBAL)
 set_target_properties(ggml::ggml PROPERTIES
     IMPORTED_LOCATION "${STANDIN_GGML_LIB}"
     INTERFACE_INCLUDE_DIRECTORIES "${STANDIN_GGML_PUBLIC_INCLUDE}")
+
+# libllama: the `standin logits` tool runs models through it, as llama.cpp's own
+# tools do. The models directory (vocabulary-only GGUFs) comes with it, for
+# `standin make-model`.
+find_library(STANDIN_LLAMA_LIB NAMES llama PATHS "${STANDIN_LLAMA_BIN_DIR}" NO_DEFAULT_PATH REQUIRED)
+add_library(llama::llama SHARED IMPORTED GLOBAL)
+set_target_properties(llama::llama PROPERTIES
+    IMPORTED_LOCATION "${STANDIN_LLAMA_LIB}"
+    INTERFACE_INCLUDE_DIRECTORIES "${STANDIN_LLAMA_SRC_DIR}/include;${STANDIN_GGML_PUBLIC_INCLUDE}"
+    INTERFACE_COMPILE_DEFINITIONS "STANDIN_LLAMA_MODELS_DIR=\"${STANDIN_LLAMA_SRC_DIR}/models\"")

@@ -136,7 +136,7 @@ ggml_backend_dev_t wrap_result(ggml_backend_dev_t d) {
     return out;
 }
 
-ggml_backend_buffer_type_t make_outer_buft(ggml_backend_buffer_type_t inner);
+ggml_backend_buffer_type_t make_outer_buft(ggml_backend_buffer_type_t inner, ggml_backend_dev_t owner_hint);
 
 ggml_backend_buffer_type_t wrap_result(ggml_backend_buffer_type_t b) {
     if (b == nullptr) {
@@ -149,7 +149,7 @@ ggml_backend_buffer_type_t wrap_result(ggml_backend_buffer_type_t b) {
         out = it != buft_map().end() ? it->second : nullptr;
     }
     if (out == nullptr) {
-        out = make_outer_buft(b);
+        out = make_outer_buft(b, nullptr);
     }
     audit::check_escape(out, "buffer type");
     return out;
@@ -344,7 +344,7 @@ ggml_guid_t interposed_guid() {
 
 // --- creation -------------------------------------------------------------------------
 
-ggml_backend_buffer_type_t make_outer_buft(ggml_backend_buffer_type_t inner) {
+ggml_backend_buffer_type_t make_outer_buft(ggml_backend_buffer_type_t inner, ggml_backend_dev_t owner_hint = nullptr) {
     std::lock_guard<std::mutex> lock(map_lock());
     auto it = buft_map().find(inner);
     if (it != buft_map().end()) {
@@ -357,6 +357,10 @@ ggml_backend_buffer_type_t make_outer_buft(ggml_backend_buffer_type_t inner) {
     if (inner->device != nullptr) {
         auto d = dev_map().find(inner->device);
         dev = d != dev_map().end() ? d->second : nullptr;
+    } else {
+        // Some real buffer types leave device unset (ggml's own CPU buffer
+        // type); the device that hands it out is its owner.
+        dev = owner_hint;
     }
     ctx->buft = ggml_backend_buffer_type{make_iface(inner->iface), dev, ctx};
     Ownership::instance().add(&ctx->buft, ObjKind::buffer_type, Owner::ours, inner, true);
@@ -411,6 +415,12 @@ ggml_backend_reg * make_registry(RealLibrary lib) {
             dev_map()[inner] = &d->dev;
         }
         o->devices.push_back(&d->dev);
+        make_outer_buft(inner->iface.get_buffer_type(inner), &d->dev);
+        if (inner->iface.get_host_buffer_type != nullptr) {
+            if (ggml_backend_buffer_type_t hb = inner->iface.get_host_buffer_type(inner)) {
+                make_outer_buft(hb, &d->dev);
+            }
+        }
     }
     g_reg = o;
     return &o->reg;

@@ -24,10 +24,16 @@ TEST(OpTable, RowsOfOneOpAreAdjacentAndUnique) {
 
 TEST(OpTable, EveryKernelHasAPredicate) {
     for (const auto & r : kernels::op_rows()) {
-        if (r.host.run != nullptr) EXPECT_NE(r.host.supports, nullptr) << ggml_op_name(r.op);
-        if (r.cuda.run != nullptr) EXPECT_NE(r.cuda.supports, nullptr) << ggml_op_name(r.op);
+        if (r.host.run != nullptr) {
+            EXPECT_NE(r.host.supports, nullptr) << ggml_op_name(r.op);
+        }
+        if (r.cuda.run != nullptr) {
+            EXPECT_NE(r.cuda.supports, nullptr) << ggml_op_name(r.op);
+        }
         // A row with a predicate but no kernel must be a pure view op.
-        if (r.host.supports != nullptr && r.host.run == nullptr) EXPECT_TRUE(kernels::is_view_op(r.op));
+        if (r.host.supports != nullptr && r.host.run == nullptr) {
+            EXPECT_TRUE(kernels::is_view_op(r.op)) << ggml_op_name(r.op);
+        }
     }
 }
 

@@ -1,7 +1,13 @@
 // The subcommands of the `standin` tool. Each returns the process exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace standin::tools {
 
@@ -20,5 +26,49 @@ struct GraphOptions {
     bool        json   = false;
 };
 int cmd_graph(const GraphOptions & opt);
+
+struct MakeModelOptions {
+    std::string        shape = "tiny";  // tiny | 1b | 8b
+    std::string        type  = "f32";   // f32 | f16 | q8_0 | q4_0
+    std::string        out;
+    std::string        vocab;           // empty: the pinned tree's ggml-vocab-llama-bpe.gguf
+    unsigned long long seed    = 1;
+    int                threads = 0;     // 0 = every available core
+    bool               quiet   = false;
+};
+int cmd_make_model(const MakeModelOptions & opt);
+
+struct LogitsOptions {
+    std::string plugin;
+    std::string model;
+    std::string device = "STANDIN_HOST0";  // or "none": ggml-cpu only
+    std::string prompt = "The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,";
+    int         n_tokens = 0;              // 0 = the prompt's tokens; else the prompt repeated or cut to N
+    std::string out;
+    std::string compare;
+    double      max_nmse   = 1e-4;
+    int         threads    = 0;            // 0 = every available core
+    std::string flash_attn = "off";        // on | off | auto
+    bool        verbose    = false;
+};
+int cmd_logits(const LogitsOptions & opt);
+
+// `swarm` has subcommands of its own (submit, ls, show, logs, cancel, retry,
+// resume, completion): cmd_swarm.cpp registers them and runs the parsed one.
+struct SwarmOptions {
+    std::string              socket;              // empty: swarm::default_socket_path()
+    std::int64_t             session = 0;
+    int                      job     = 0;         // 0 = every job
+    bool                     follow = false, json = false, ids = false, wait = false, wait_logs = false;
+    std::string              state, name, file, shell;
+    int                      limit   = 0;
+    std::vector<std::string> jobs;                // submit --job specs
+    std::string              kind    = "command"; // submit -- COMMAND...
+    std::string              device  = "any";
+    std::vector<std::string> command;
+    double                   timeout = 0;
+};
+CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & opt);
+int cmd_swarm(const CLI::App & swarm, const SwarmOptions & opt);
 
 } // namespace standin::tools

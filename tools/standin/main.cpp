@@ -23,11 +23,46 @@ int main(int argc, char ** argv) {
     graph->add_option("--threads", g_opt.threads, "Threads for both devices (0 = their default)");
     graph->add_flag("--json", g_opt.json, "Print JSON");
 
+    MakeModelOptions mm_opt;
+    auto * make_model = app.add_subcommand("make-model", "Write a llama GGUF with random weights that llama.cpp can run");
+    make_model->add_option("--shape", mm_opt.shape, "tiny, 1b (llama-3.2-1B) or 8b (llama-3-8B)")
+        ->capture_default_str()->check(CLI::IsMember({"tiny", "1b", "8b"}));
+    make_model->add_option("--type", mm_opt.type, "Weight type: f32, f16, q8_0 or q4_0")
+        ->capture_default_str()->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+    make_model->add_option("--out", mm_opt.out, "Output .gguf file")->required();
+    make_model->add_option("--seed", mm_opt.seed, "Random seed")->capture_default_str();
+    make_model->add_option("--vocab", mm_opt.vocab, "GGUF to copy the tokenizer.* keys from");
+    make_model->add_option("--threads", mm_opt.threads, "Threads (0 = all cores)");
+    make_model->add_flag("--quiet", mm_opt.quiet, "No progress output");
+
+    LogitsOptions lg_opt;
+    auto * logits = app.add_subcommand("logits", "Run a prompt through a model with libllama and keep every logit");
+    logits->add_option("--plugin", lg_opt.plugin, "Path to libggml-standin.so");
+    logits->add_option("--model", lg_opt.model, "GGUF model")->required();
+    logits->add_option("--device", lg_opt.device, "Device to offload all layers to, or none (CPU only)")
+        ->capture_default_str();
+    logits->add_option("--prompt", lg_opt.prompt, "Prompt text");
+    logits->add_option("--n-tokens", lg_opt.n_tokens, "Tokens to evaluate (0 = the prompt's; else repeated/cut)");
+    logits->add_option("--out", lg_opt.out, "Write the logits (float32, tokens x vocab) here");
+    logits->add_option("--compare", lg_opt.compare, "Logits file of another run: print the NMSE against it");
+    logits->add_option("--max-nmse", lg_opt.max_nmse, "Exit 1 when the NMSE is above this")->capture_default_str();
+    logits->add_option("--threads", lg_opt.threads, "Threads (0 = all cores)");
+    logits->add_option("--flash-attn", lg_opt.flash_attn, "on, off or auto")->capture_default_str()
+        ->check(CLI::IsMember({"on", "off", "auto"}));
+    logits->add_flag("--verbose", lg_opt.verbose, "Show llama.cpp's log");
+
+    SwarmOptions sw_opt;
+    auto * swarm = add_swarm_command(app, sw_opt);
+
     CLI11_PARSE(app, argc, argv);
 
     if (dev_opt.plugin.empty()) dev_opt.plugin = default_plugin_path();
     if (g_opt.plugin.empty()) g_opt.plugin = default_plugin_path();
+    if (lg_opt.plugin.empty()) lg_opt.plugin = default_plugin_path();
     if (*devices) return cmd_devices(dev_opt);
     if (*graph) return cmd_graph(g_opt);
+    if (*make_model) return cmd_make_model(mm_opt);
+    if (*logits) return cmd_logits(lg_opt);
+    if (*swarm) return cmd_swarm(*swarm, sw_opt);
     return 2;
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Interposition over the prebuilt real CPU library (@node-llama-cpp/linux-x64).
+#
+# An "application folder" is laid out the way a user has one: unmodified
+# llama.cpp tools copied beside the prebuilt real libraries, so ggml's loader
+# (which scans the executable's folder) finds exactly those.
+#
+#   path    : test-backend-ops on the real library alone (device CPU), then on
+#             standin interposing it through GGML_BACKEND_PATH (device
+#             STANDIN_CPU) with LOCAL_OPS none, all and a mixed set: the same
+#             OK and "not supported" lists, a clean audit, local nodes > 0
+#             where ops are local.
+#   replace : standin installed as libggml-cpu-standin.so in that folder: ggml
+#             loads it instead of the real variants (once), and llama-completion
+#             generates the same text as with the real library alone.
+# Usage: run_interpose_suite.sh path|replace LLAMA_BIN PREBUILT_DIR PLUGIN WORKDIR [MODEL]
+set -uo pipefail
+mode=$1 bin=$2 prebuilt=$3 plugin=$4 work=$5 model=${6:-}
+ops=${INTERPOSE_OPS:-ADD,SUB,MUL,DIV,SCALE,CPY,CONT,DUP,GET_ROWS,SET_ROWS,RMS_NORM,NORM,ROPE,SOFT_MAX,MUL_MAT,GLU,UNARY,ARGMAX,SUM_ROWS,CONCAT,REPEAT}
+mixed=${INTERPOSE_MIXED:-ADD,MUL_MAT,SOFT_MAX}
+
+rm -rf "$work" && mkdir -p "$work/app"
+app=$work/app
+cp "$bin/test-backend-ops" "$bin/llama-completion" "$app/"
+cp "$prebuilt"/libggml-cpu-*.so "$prebuilt/libggml-base.so" "$app/"
+strip_colors() { sed -e 's/\x1b\[[0-9;]*m//g'; }
+fail=0
+
+run_tbo() {  # run_tbo LOG DEVICE [env...]
+    local log=$1 dev=$2
+    shift 2
+    env "$@" "$app/test-backend-ops" test -b "$dev" -o "$ops" 2>&1 | strip_colors >"$log"
+    echo "${PIPESTATUS[0]}"
+}
+# The case lines of one device's section, normalised, with their verdicts.
+verdicts() { grep -E '^  [A-Z_0-9]+\(.*\): (OK|FAIL|not supported)' "$1" | sed -E 's/ \[[A-Z_0-9]+\] *$//' | sort; }
+
+if [[ $mode == path ]]; then
+    rc=$(run_tbo "$work/real.log" CPU)
+    real_lib=$(grep -oE 'loaded CPU backend from [^ ]+' "$work/real.log" | head -1 | awk '{print $5}')
+    verdicts "$work/real.log" >"$work/real.verdicts"
+    echo "real library alone ($real_lib): exit $rc, $(grep -c ': OK' "$work/real.verdicts") OK, $(grep -c 'not supported' "$work/real.verdicts") not supported"
+    [[ $rc == 0 && -n $real_lib ]] || fail=1
+    for lo in none all "$mixed"; do
+        tag=${lo//,/_}
+        rc=$(run_tbo "$work/standin-$tag.log" STANDIN_CPU GGML_BACKEND_PATH="$plugin" GGML_STANDIN_REAL="$real_lib" \
+             GGML_STANDIN_LOCAL_OPS="$lo" GGML_STANDIN_AUDIT=1)
+        verdicts "$work/standin-$tag.log" >"$work/standin-$tag.verdicts"
+        audit=$(grep -E '^standin audit' "$work/standin-$tag.log" | tail -1)
+        echo "interposed, LOCAL_OPS=$lo: exit $rc, $(grep -c ': OK' "$work/standin-$tag.verdicts") OK; $audit"
+        if ! diff -q "$work/real.verdicts" "$work/standin-$tag.verdicts" >/dev/null; then
+            echo "  pass list differs from the real library's:"; diff "$work/real.verdicts" "$work/standin-$tag.verdicts" | head -10
+            fail=1
+        fi
+        [[ $rc == 0 ]] || fail=1
+        grep -q 'leaks=0; real pointers to caller=0 (clean)' <<<"$audit" || { echo "  audit not clean"; fail=1; }
+        local_nodes=$(sed -nE 's/.*local nodes=([0-9]+).*/\1/p' <<<"$audit")
+        if [[ $lo == none && $local_nodes != 0 ]]; then echo "  local nodes with LOCAL_OPS=none"; fail=1; fi
+        if [[ $lo != none && ${local_nodes:-0} == 0 ]]; then echo "  no node ran locally"; fail=1; fi
+    done
+elif [[ $mode == replace ]]; then
+    [[ -f $model ]] || { echo "no model at '$model'"; exit 1; }
+    gen=(-m "$model" -p "The capital of France is" -n 24 --ignore-eos -s 7 --temp 0 -c 256 -no-cnv --no-warmup)
+    "$app/llama-completion" "${gen[@]}" >"$work/real.txt" 2>"$work/real.log"
+    echo "real library alone: exit $?; $(grep -oE 'loaded CPU backend from [^ ]+' "$work/real.log")"
+    cp "$plugin" "$app/libggml-cpu-standin.so"
+    GGML_STANDIN_AUDIT=1 "$app/llama-completion" "${gen[@]}" >"$work/standin.txt" 2>"$work/standin.log"
+    rc=$?
+    echo "replace mode: exit $rc; $(grep -E 'load_backend: loaded' "$work/standin.log" | tr '\n' ' ')"
+    grep -E 'interposing|^standin audit' "$work/standin.log"
+    [[ $rc == 0 ]] || fail=1
+    loads=$(grep -c 'load_backend: loaded' "$work/standin.log")
+    grep -q 'loaded STANDIN backend from .*libggml-cpu-standin.so' "$work/standin.log" || { echo "  standin was not the CPU backend"; fail=1; }
+    [[ $loads == 1 ]] || { echo "  $loads backends loaded; the real one must not load beside standin"; fail=1; }
+    grep -q 'leaks=0; real pointers to caller=0 (clean)' "$work/standin.log" || { echo "  audit not clean"; fail=1; }
+    if ! cmp -s "$work/real.txt" "$work/standin.txt"; then
+        echo "  generated text differs:"; diff "$work/real.txt" "$work/standin.txt" | head; fail=1
+    else
+        echo "same text: $(head -c 120 "$work/standin.txt" | tr '\n' ' ')"
+    fi
+fi
+[[ $fail == 0 ]] && echo "interpose $mode: ok" || echo "interpose $mode: FAILED (logs in $work)"
+exit $fail

@@ -1,0 +1,112 @@
+// Interposition in-process, over the prebuilt real CPU library (the baseline x64
+// variant, which runs on any x86-64): wrapping, forwarding, swapping, audit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "interpose/audit.h"
+#include "interpose/forward.h"
+#include "interpose/router.h"
+#include "interpose/wrap.h"
+#include "runtime/ownership.h"
+
+using namespace standin;
+
+TEST(InterposeSlots, ListsCoverEveryVtableSlot) {
+    // The compile-time static_asserts in forward.h say the same; this names the
+    // object whose list fell behind ggml's ABI.
+    EXPECT_EQ(interpose::kRegSlots * sizeof(void *), sizeof(ggml_backend_reg_i)) << "reg";
+    EXPECT_EQ(interpose::kDeviceSlots * sizeof(void *), sizeof(ggml_backend_device_i)) << "device";
+    EXPECT_EQ(interpose::kBuftSlots * sizeof(void *), sizeof(ggml_backend_buffer_type_i)) << "buffer type";
+    EXPECT_EQ(interpose::kBufferSlots * sizeof(void *), sizeof(ggml_backend_buffer_i)) << "buffer";
+    EXPECT_EQ(interpose::kBackendSlots * sizeof(void *), sizeof(ggml_backend_i)) << "backend";
+}
+
+TEST(InterposeLocalOps, Parsing) {
+    std::string w;
+    EXPECT_TRUE(interpose::parse_local_ops("none", w).none());
+    EXPECT_TRUE(interpose::parse_local_ops("", w).none());
+    EXPECT_TRUE(interpose::parse_local_ops("all", w).all);
+    auto ops = interpose::parse_local_ops("ADD,MUL_MAT,SILU,NOT_AN_OP", w);
+    EXPECT_EQ(ops.names.size(), 3u);
+    EXPECT_NE(w.find("NOT_AN_OP"), std::string::npos);
+}
+
+TEST(InterposeAudit, CatchesAPlantedEscapeAndLeak) {
+    const size_t before = interpose::audit::escapes();
+    int foreign = 0;  // an object standin never registered: a "real" pointer
+    EXPECT_FALSE(interpose::audit::check_escape(&foreign, "planted"));
+    EXPECT_EQ(interpose::audit::escapes(), before + 1);
+
+    const size_t leaks_before = interpose::audit::report().leaks;
+    int leaked = 0;
+    rt::Ownership::instance().add(&leaked, rt::ObjKind::buffer);  // created, never freed
+    EXPECT_EQ(interpose::audit::report().leaks, leaks_before + 1);
+    EXPECT_NE(interpose::audit::report().text().find("NOT CLEAN"), std::string::npos);
+    rt::Ownership::instance().remove(&leaked);
+}
+
+#ifdef STANDIN_PREBUILT_CPU_DIR
+TEST(InterposeCpu, WrapsForwardsAndNeverLeaksARealPointer) {
+    const std::string lib = std::string(STANDIN_PREBUILT_CPU_DIR) + "/bins/linux-x64/libggml-cpu-x64.so";
+    if (!std::filesystem::exists(lib)) GTEST_SKIP() << "no prebuilt CPU library at " << lib;
+    interpose::RealLibrary real = interpose::load_real_library(lib);
+    ASSERT_TRUE(real.ok()) << real.detail;
+    ggml_backend_reg_t reg = interpose::make_registry(real);
+    ASSERT_NE(reg, real.reg);
+    EXPECT_STREQ(ggml_backend_reg_name(reg), "STANDIN");
+    ASSERT_EQ(ggml_backend_reg_dev_count(reg), 1u);
+    ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
+    EXPECT_STREQ(ggml_backend_dev_name(dev), "STANDIN_CPU");
+    EXPECT_TRUE(rt::Ownership::instance().is_ours(dev, rt::ObjKind::device));
+    EXPECT_NE(interpose::unwrap(dev), dev);
+
+    ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
+    EXPECT_TRUE(rt::Ownership::instance().is_ours(buft, rt::ObjKind::buffer_type));
+    EXPECT_EQ(ggml_backend_buft_get_device(buft), dev);
+    EXPECT_TRUE(ggml_backend_dev_supports_buft(dev, buft));
+
+    const size_t escapes_before = interpose::audit::escapes();
+    const size_t leaks_before   = interpose::audit::report().leaks;
+    ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr);
+    ASSERT_NE(backend, nullptr);
+    EXPECT_TRUE(rt::Ownership::instance().is_ours(backend, rt::ObjKind::backend));
+    EXPECT_EQ(ggml_backend_get_device(backend), dev);
+    auto set_threads = reinterpret_cast<ggml_backend_set_n_threads_t>(
+        ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads"));
+    ASSERT_NE(set_threads, nullptr);
+    set_threads(backend, 2);
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "ggml_backend_no_such_proc"), nullptr);
+
+    ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(params);
+    ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+    ggml_tensor * out = ggml_scale(ctx, ggml_add(ctx, a, b), 2.0f);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+    ASSERT_NE(buf, nullptr);
+    EXPECT_TRUE(rt::Ownership::instance().is_ours(buf, rt::ObjKind::buffer));
+    EXPECT_EQ(interpose::audit::report().leaks, leaks_before + 2);  // backend + buffer alive
+    std::vector<float> av(8), bv(8), ov(8);
+    for (int i = 0; i < 8; ++i) { av[i] = float(i); bv[i] = 1.0f; }
+    ggml_backend_tensor_set(a, av.data(), 0, 32);
+    ggml_backend_tensor_set(b, bv.data(), 0, 32);
+    ASSERT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+    ggml_backend_tensor_get(out, ov.data(), 0, 32);
+    for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(ov[i], 2.0f * (float(i) + 1.0f));
+    // The caller's tensors point at standin's buffer again after the forwarded call.
+    EXPECT_EQ(out->buffer, buf);
+    EXPECT_EQ(a->buffer, buf);
+
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(backend);
+    EXPECT_EQ(interpose::audit::report().leaks, leaks_before);
+    EXPECT_EQ(interpose::audit::escapes(), escapes_before);
+}
+#endif

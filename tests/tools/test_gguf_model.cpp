@@ -1,0 +1,266 @@
+// The random-model writer of `standin make-model`: tensor plans match the real
+// llama shapes, values have the intended statistics and do not depend on the
+// thread count, and a written file reads back through ggml's own GGUF reader
+// with the right keys, types, offsets and data.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gguf.h"
+#include "tools/standin/gguf_model.h"
+
+namespace fs = std::filesystem;
+using namespace standin::tools::model;
+
+namespace {
+
+constexpr int64_t kVocab = 96;  // the test vocabulary's size
+
+// One scratch directory per process (ctest runs each test in its own), removed at exit.
+fs::path scratch(const std::string & name) {
+    struct Dir {
+        fs::path path = fs::temp_directory_path() / ("standin-test-gguf-model-" + std::to_string(::getpid()));
+        Dir() { fs::create_directories(path); }
+        ~Dir() {
+            std::error_code ec;
+            fs::remove_all(path, ec);
+        }
+    };
+    static Dir dir;
+    return dir.path / name;
+}
+
+// A vocabulary-only GGUF like llama.cpp's models/ggml-vocab-*.gguf, plus a
+// non-tokenizer key that must not be copied.
+std::string write_vocab() {
+    const std::string path = scratch("vocab.gguf").string();
+    gguf_context * v = gguf_init_empty();
+    gguf_set_val_str(v, "general.name", "must-not-be-copied");
+    gguf_set_val_str(v, "tokenizer.ggml.model", "gpt2");
+    std::vector<std::string> toks;
+    std::vector<const char *> ptrs;
+    for (int i = 0; i < kVocab; ++i) toks.push_back("tok" + std::to_string(i));
+    for (const auto & t : toks) ptrs.push_back(t.c_str());
+    gguf_set_arr_str(v, "tokenizer.ggml.tokens", ptrs.data(), ptrs.size());
+    gguf_set_val_u32(v, "tokenizer.ggml.bos_token_id", 1);
+    EXPECT_TRUE(gguf_write_to_file(v, path.c_str(), true));
+    gguf_free(v);
+    return path;
+}
+
+Shape small_shape(bool tied) {
+    Shape s;
+    s.name = "unit", s.n_embd = 64, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 96, s.n_ctx = 128;
+    s.tied_embeddings = tied;
+    return s;
+}
+
+std::vector<char> slurp(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+int64_t total_params(const std::vector<TensorPlan> & plan) {
+    int64_t n = 0;
+    for (const auto & t : plan) n += t.ne0 * t.ne1;
+    return n;
+}
+
+} // namespace
+
+TEST(GgufModel, PlansHaveTheRealModelsParameterCounts) {
+    Shape s;
+    ASSERT_TRUE(shape_by_name("1b", s));
+    auto p = plan_tensors(s, 128256, GGML_TYPE_Q8_0);
+    EXPECT_EQ(total_params(p), 1235814400);  // Llama-3.2-1B
+    EXPECT_EQ(p.size(), size_t(2 + 16 * 9));
+    for (const auto & t : p) EXPECT_NE(t.name, "output.weight");
+    ASSERT_TRUE(shape_by_name("8b", s));
+    p = plan_tensors(s, 128256, GGML_TYPE_Q4_0);
+    EXPECT_EQ(total_params(p), 8030261248);  // Meta-Llama-3-8B
+    EXPECT_EQ(p.back().name, "output.weight");
+    EXPECT_FALSE(shape_by_name("70b", s));
+    ggml_type type;
+    uint32_t  ftype;
+    EXPECT_TRUE(weight_type_by_name("q4_0", type, ftype));
+    EXPECT_EQ(type, GGML_TYPE_Q4_0);
+    EXPECT_EQ(ftype, 2u);
+    EXPECT_FALSE(weight_type_by_name("q5_k", type, ftype));
+}
+
+TEST(GgufModel, NormsAreF32AndMatricesTakeTheChosenType) {
+    for (const auto & t : plan_tensors(small_shape(false), kVocab, GGML_TYPE_Q4_0)) {
+        if (t.init == Init::Norm) {
+            EXPECT_EQ(t.type, GGML_TYPE_F32) << t.name;
+            EXPECT_EQ(t.ne1, 1) << t.name;
+        } else {
+            EXPECT_EQ(t.type, GGML_TYPE_Q4_0) << t.name;
+        }
+    }
+}
+
+TEST(GgufModel, ValuesHaveTheIntendedStatistics) {
+    const TensorPlan m{"m", GGML_TYPE_F32, 4096, 8, Init::Matrix};
+    const TensorPlan n{"n", GGML_TYPE_F32, 4096, 1, Init::Norm};
+    for (const TensorPlan * t : {&m, &n}) {
+        std::vector<float> row(size_t(t->ne0));
+        double sum = 0, sq = 0, maxabs = 0;
+        const int rows = 64;
+        for (int r = 0; r < rows; ++r) {
+            fill_row(7, 3, *t, r, row.data());
+            for (float v : row) sum += v, sq += double(v) * v;
+        }
+        const double cnt  = double(rows) * double(t->ne0);
+        const double mean = sum / cnt, sd = std::sqrt(sq / cnt - mean * mean);
+        const double want_mean = t->init == Init::Norm ? 1.0 : 0.0;
+        const double want_sd   = t->init == Init::Norm ? 0.1 : 1.0 / 64.0;
+        EXPECT_NEAR(mean, want_mean, 0.01 * want_sd + 1e-4) << t->name;
+        EXPECT_NEAR(sd, want_sd, 0.02 * want_sd) << t->name;
+        for (int r = 0; r < rows; ++r) {
+            fill_row(7, 3, *t, r, row.data());
+            for (float v : row) maxabs = std::max(maxabs, std::fabs(double(v) - want_mean));
+        }
+        EXPECT_LE(maxabs, 3.47 * want_sd) << t->name;  // sum of four uniforms: bounded at sqrt(12) sigma
+        EXPECT_GE(maxabs, 2.5 * want_sd) << t->name;   // but with tails
+    }
+}
+
+TEST(GgufModel, RowsDependOnSeedTensorAndRowOnly) {
+    const TensorPlan t{"t", GGML_TYPE_F32, 256, 4, Init::Matrix};
+    std::vector<float> a(256), b(256);
+    fill_row(1, 2, t, 3, a.data());
+    fill_row(1, 2, t, 3, b.data());
+    EXPECT_EQ(a, b);
+    for (auto [seed, ti, row] : {std::tuple{2ull, 2, 3}, std::tuple{1ull, 5, 3}, std::tuple{1ull, 2, 4}}) {
+        fill_row(seed, ti, t, row, b.data());
+        EXPECT_NE(a, b) << seed << " " << ti << " " << row;
+    }
+}
+
+TEST(GgufModel, WritesAFileGgmlReadsBack) {
+    const std::string vocab = write_vocab();
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+        WriteOptions o;
+        o.shape      = small_shape(type == GGML_TYPE_Q8_0);
+        o.wtype      = type;
+        o.file_type  = 99;
+        o.vocab_path = vocab;
+        o.out_path   = scratch(std::string("m-") + ggml_type_name(type) + ".gguf").string();
+        o.seed       = 11;
+        o.threads    = 3;
+        int64_t last_done = -1, calls = 0;
+        o.on_progress = [&](const Progress & p) {
+            EXPECT_GE(p.tensors_done, last_done);
+            EXPECT_LE(p.bytes_done, p.bytes_total);
+            last_done = p.tensors_done, calls++;
+        };
+        const WriteResult r = write_model(o);
+        ASSERT_TRUE(r.ok) << r.error;
+        const auto plan = plan_tensors(o.shape, kVocab, type);
+        EXPECT_EQ(r.n_vocab, kVocab);
+        EXPECT_EQ(r.n_tensors, int64_t(plan.size()));
+        EXPECT_EQ(last_done, r.n_tensors);
+        EXPECT_GT(calls, r.n_tensors);
+        EXPECT_EQ(r.bytes, fs::file_size(o.out_path));
+        EXPECT_FALSE(fs::exists(o.out_path + ".partial"));
+
+        ggml_context *   data = nullptr;
+        gguf_init_params ip   = {false, &data};
+        gguf_context *   g    = gguf_init_from_file(o.out_path.c_str(), ip);
+        ASSERT_NE(g, nullptr);
+        EXPECT_STREQ(gguf_get_val_str(g, gguf_find_key(g, "general.architecture")), "llama");
+        EXPECT_STRNE(gguf_get_val_str(g, gguf_find_key(g, "general.name")), "must-not-be-copied");
+        EXPECT_EQ(gguf_get_val_u32(g, gguf_find_key(g, "general.file_type")), 99u);
+        EXPECT_EQ(gguf_get_val_u32(g, gguf_find_key(g, "llama.block_count")), 2u);
+        EXPECT_EQ(gguf_get_val_u32(g, gguf_find_key(g, "llama.rope.dimension_count")), 16u);
+        EXPECT_EQ(gguf_get_val_u32(g, gguf_find_key(g, "tokenizer.ggml.bos_token_id")), 1u);
+        EXPECT_EQ(gguf_get_arr_n(g, gguf_find_key(g, "tokenizer.ggml.tokens")), size_t(kVocab));
+        EXPECT_EQ(gguf_find_tensor(g, "output.weight") >= 0, !o.shape.tied_embeddings);
+        // The last tensor ends the file (after its alignment padding).
+        const int64_t last = gguf_get_n_tensors(g) - 1;
+        EXPECT_EQ(r.bytes, gguf_get_data_offset(g) + gguf_get_tensor_offset(g, last) +
+                               GGML_PAD(gguf_get_tensor_size(g, last), gguf_get_alignment(g)));
+
+        // Every tensor holds its rows, converted to its type.
+        ASSERT_EQ(gguf_get_n_tensors(g), int64_t(plan.size()));
+        for (size_t i = 0; i < plan.size(); ++i) {
+            const TensorPlan & t = plan[i];
+            ggml_tensor * tensor = ggml_get_tensor(data, t.name.c_str());
+            ASSERT_NE(tensor, nullptr) << t.name;
+            EXPECT_EQ(tensor->type, t.type) << t.name;
+            EXPECT_EQ(tensor->ne[0], t.ne0) << t.name;
+            EXPECT_EQ(tensor->ne[1], t.ne1) << t.name;
+            std::vector<float> want(size_t(t.ne0)), got(size_t(t.ne0));
+            const int64_t row = t.ne1 - 1;
+            fill_row(o.seed, int64_t(i), t, row, want.data());
+            const char * src = static_cast<const char *>(tensor->data) + row * tensor->nb[1];
+            if (t.type == GGML_TYPE_F32) {
+                std::memcpy(got.data(), src, size_t(t.ne0) * sizeof(float));  // F32 has no to_float
+            } else {
+                ggml_get_type_traits(t.type)->to_float(src, got.data(), t.ne0);
+            }
+            double err = 0, ref = 0;
+            for (int64_t k = 0; k < t.ne0; ++k) {
+                err += double(got[k] - want[k]) * (got[k] - want[k]);
+                ref += double(want[k]) * want[k];
+            }
+            const double tol = t.type == GGML_TYPE_F32 ? 0.0 : t.type == GGML_TYPE_F16 ? 1e-6
+                             : t.type == GGML_TYPE_Q8_0 ? 1e-4 : 3e-2;
+            EXPECT_LE(err / ref, tol) << t.name << " " << ggml_type_name(t.type);
+        }
+        gguf_free(g);
+        ggml_free(data);
+    }
+}
+
+TEST(GgufModel, OutputDoesNotDependOnThreads) {
+    const std::string vocab = write_vocab();
+    std::vector<char> first;
+    for (int threads : {1, 2, 5}) {
+        WriteOptions o;
+        o.shape      = small_shape(false);
+        o.wtype      = GGML_TYPE_Q4_0;
+        o.vocab_path = vocab;
+        o.out_path   = scratch("threads-" + std::to_string(threads) + ".gguf").string();
+        o.threads    = threads;
+        ASSERT_TRUE(write_model(o).ok);
+        if (first.empty()) {
+            first = slurp(o.out_path);
+        } else {
+            EXPECT_EQ(slurp(o.out_path), first) << threads << " threads";
+        }
+    }
+}
+
+TEST(GgufModel, ReportsBadPathsClearly) {
+    const std::string vocab = write_vocab();
+    WriteOptions o;
+    o.shape      = small_shape(false);
+    o.vocab_path = vocab;
+    o.out_path   = scratch("no-such-dir/m.gguf").string();
+    WriteResult r = write_model(o);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("cannot create"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("No such file or directory"), std::string::npos) << r.error;
+
+    o.out_path = scratch("").string();  // the scratch directory itself
+    r = write_model(o);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("is a directory"), std::string::npos) << r.error;
+
+    o.out_path   = scratch("never.gguf").string();
+    o.vocab_path = scratch("missing-vocab.gguf").string();
+    r = write_model(o);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("cannot read the vocabulary"), std::string::npos) << r.error;
+    EXPECT_FALSE(fs::exists(o.out_path));
+}

@@ -1,0 +1,269 @@
+// Completion scripts from the CLI11 command tree (see completion.h).
+//
+// Both scripts have the same shape: a table (command path -> subcommands,
+// options, options taking a value), a value table ("CMD|--opt" or "CMD|#N" ->
+// what it completes to), and one function that walks the words typed so far to
+// find the command, the pending option and the positional index. Only the
+// tables are generated per command; the walker is fixed text.
+#include "tools/swarm/completion.h"
+
+#include <cctype>
+
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/swarm/protocol.h"
+
+namespace standin::swarm {
+
+namespace {
+
+std::string value_kind(const CLI::Option & o) {
+    std::string t = o.get_type_name();
+    if (t.find("SESSION") != std::string::npos) {
+        return "session";
+    }
+    if (t.rfind("JOB", 0) == 0) {  // a job spec starts with its kind
+        std::string out = "choices";
+        for (const std::string & k : builtin_kinds()) out += " " + k;
+        return out;
+    }
+    std::size_t open = t.find('{'), close = t.find('}', open == std::string::npos ? 0 : open);
+    if (open != std::string::npos && close != std::string::npos) {
+        std::string members = t.substr(open + 1, close - open - 1), out = "choices";
+        std::stringstream ss(members);
+        for (std::string m; std::getline(ss, m, ',');) {
+            out += " " + m;
+        }
+        return out;
+    }
+    for (const char * numeric : {"INT", "UINT", "FLOAT", "NUMBER"}) {
+        if (t.rfind(numeric, 0) == 0) {
+            return "none";
+        }
+    }
+    return "files";
+}
+
+void walk(const CLI::App & app, const std::string & path, std::vector<CompletionCommand> & out) {
+    CompletionCommand c;
+    c.path = path;
+    auto subs = app.get_subcommands([](const CLI::App * s) { return !s->get_group().empty(); });
+    for (const CLI::App * s : subs) {
+        c.subcommands.emplace_back(s->get_name(), s->get_description());
+    }
+    auto opts = app.get_options([](const CLI::Option * o) { return !o->get_group().empty(); });
+    for (const CLI::Option * o : opts) {
+        if (o->nonpositional()) {
+            CompletionOption co;
+            for (const std::string & s : o->get_snames()) co.names.push_back("-" + s);
+            for (const std::string & l : o->get_lnames()) co.names.push_back("--" + l);
+            co.takes_value = o->get_expected_max() > 0 && o->get_type_size_max() > 0;
+            co.value       = co.takes_value ? value_kind(*o) : "none";
+            co.description = o->get_description();
+            c.options.push_back(std::move(co));
+        } else if (o->get_positional()) {
+            c.positionals.push_back(value_kind(*o));
+            c.last_repeats = o->get_items_expected_max() > 1;
+        }
+    }
+    out.push_back(std::move(c));
+    for (const CLI::App * s : subs) {
+        walk(*s, path + " " + s->get_name(), out);
+    }
+}
+
+// A single-quoted shell word (valid in bash and zsh).
+std::string sq(const std::string & s) {
+    std::string out = "'";
+    for (char ch : s) {
+        out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    }
+    return out + "'";
+}
+
+std::string ident(const std::string & prog) {
+    std::string out;
+    for (char ch : prog) {
+        out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    }
+    return out;
+}
+
+// One line of a description: the first line, colons escaped for zsh's _describe names.
+std::string zsh_item(const std::string & name, const std::string & desc) {
+    std::string n;
+    for (char ch : name) n += ch == ':' ? std::string("\\:") : std::string(1, ch);
+    std::string d = desc.substr(0, desc.find('\n'));
+    return sq(d.empty() ? n : n + ":" + d);
+}
+
+// The value table, shared by both shells: "CMD|--opt" and "CMD|#N" -> kind.
+void value_table(std::ostringstream & s, const std::string & fn, const std::vector<CompletionCommand> & model) {
+    s << "# What the value of an option (\"CMD|--opt\") or a positional (\"CMD|#N\") completes to.\n"
+      << fn << "_value() {\n    case \"$1\" in\n";
+    for (const CompletionCommand & c : model) {
+        for (const CompletionOption & o : c.options) {
+            if (!o.takes_value) continue;
+            for (const std::string & n : o.names) {
+                s << "        " << sq(c.path + "|" + n) << ") echo " << sq(o.value) << ";;\n";
+            }
+        }
+        for (std::size_t i = 0; i < c.positionals.size(); ++i) {
+            s << "        " << sq(c.path + "|#" + std::to_string(i + 1)) << ") echo " << sq(c.positionals[i]) << ";;\n";
+        }
+        if (c.last_repeats && !c.positionals.empty()) {
+            s << "        " << sq(c.path + "|#") << "*) echo " << sq(c.positionals.back()) << ";;\n";
+        }
+    }
+    s << "        *) echo none;;\n    esac\n}\n\n";
+}
+
+std::string bash_script(const std::vector<CompletionCommand> & model, const std::string & prog) {
+    std::string        fn = "_" + ident(prog);
+    std::ostringstream s;
+    s << "# bash completion for " << prog << ", generated by `" << prog
+      << " swarm completion bash` from its command table.\n"
+      << "# Load it with `source <(" << prog << " swarm completion bash)`, or install it:\n"
+      << "#   " << prog << " swarm completion bash > ~/.local/share/bash-completion/completions/" << prog << "\n\n"
+      << fn << "_sessions() {\n    \"$1\" swarm ls --ids 2>/dev/null\n}\n\n"
+      << "# Subcommands, options and options taking a value of command \"$1\".\n"
+      << fn << "_table() {\n    case \"$1\" in\n";
+    for (const CompletionCommand & c : model) {
+        std::string subs, opts, vopts;
+        for (const auto & [name, d] : c.subcommands) subs += (subs.empty() ? "" : " ") + name;
+        for (const CompletionOption & o : c.options) {
+            for (const std::string & n : o.names) {
+                opts += (opts.empty() ? "" : " ") + n;
+                if (o.takes_value) vopts += (vopts.empty() ? "" : " ") + n;
+            }
+        }
+        s << "        " << sq(c.path) << ") _subs=" << sq(subs) << "; _opts=" << sq(opts) << "; _vopts=" << sq(vopts)
+          << ";;\n";
+    }
+    s << "        *) _subs=''; _opts=''; _vopts='';;\n    esac\n}\n\n";
+    value_table(s, fn, model);
+    s << fn << "_complete() {\n"
+      << "    local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=" << sq(prog) << " w vopt='' i npos=0 dashdash=0 what\n"
+      << "    local _subs _opts _vopts\n"
+      << "    COMPREPLY=()\n"
+      << "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
+      << "        w=\"${COMP_WORDS[i]}\"\n"
+      << "        if [[ -n \"$vopt\" ]]; then vopt=''; continue; fi\n"
+      << "        if ((dashdash)); then npos=$((npos + 1)); continue; fi\n"
+      << "        if [[ \"$w\" == -- ]]; then dashdash=1; continue; fi\n"
+      << "        " << fn << "_table \"$cmd\"\n"
+      << "        if [[ \"$w\" == -* ]]; then\n"
+      << "            if [[ \"$w\" != *=* && \" $_vopts \" == *\" $w \"* ]]; then vopt=\"$w\"; fi\n"
+      << "            continue\n"
+      << "        fi\n"
+      << "        if ((npos == 0)) && [[ \" $_subs \" == *\" $w \"* ]]; then cmd=\"$cmd $w\"; continue; fi\n"
+      << "        npos=$((npos + 1))\n"
+      << "    done\n"
+      << "    " << fn << "_table \"$cmd\"\n"
+      << "    if [[ -n \"$vopt\" ]]; then\n"
+      << "        what=$(" << fn << "_value \"$cmd|$vopt\")\n"
+      << "    elif ((!dashdash)) && [[ \"$cur\" == -* ]]; then\n"
+      << "        COMPREPLY=($(compgen -W \"$_opts\" -- \"$cur\"))\n"
+      << "        return 0\n"
+      << "    else\n"
+      << "        what=$(" << fn << "_value \"$cmd|#$((npos + 1))\")\n"
+      << "        if ((npos == 0 && !dashdash)) && [[ -n \"$_subs\" ]]; then\n"
+      << "            COMPREPLY=($(compgen -W \"$_subs\" -- \"$cur\"))\n"
+      << "        fi\n"
+      << "    fi\n"
+      << "    case \"$what\" in\n"
+      << "        session) COMPREPLY+=($(compgen -W \"$(" << fn << "_sessions \"${COMP_WORDS[0]}\")\" -- \"$cur\"));;\n"
+      << "        choices\\ *) COMPREPLY+=($(compgen -W \"${what#choices }\" -- \"$cur\"));;\n"
+      << "        files) COMPREPLY+=($(compgen -f -- \"$cur\")); compopt -o filenames 2>/dev/null;;\n"
+      << "    esac\n"
+      << "    return 0\n"
+      << "}\n\n"
+      << "complete -F " << fn << "_complete " << prog << "\n";
+    return s.str();
+}
+
+std::string zsh_script(const std::vector<CompletionCommand> & model, const std::string & prog) {
+    std::string        fn = "_" + ident(prog);
+    std::ostringstream s;
+    s << "#compdef " << prog << "\n"
+      << "# zsh completion for " << prog << ", generated by `" << prog
+      << " swarm completion zsh` from its command table.\n"
+      << "# Load it with `source <(" << prog << " swarm completion zsh)`, or install it as " << fn
+      << " in a directory of $fpath.\n\n"
+      << fn << "_sessions() {\n    \"$1\" swarm ls --ids 2>/dev/null\n}\n\n"
+      << "# Subcommands and options (name:description) and options taking a value of command \"$1\".\n"
+      << fn << "_table() {\n    case \"$1\" in\n";
+    for (const CompletionCommand & c : model) {
+        std::string subs, opts, vopts;
+        for (const auto & [name, d] : c.subcommands) subs += " " + zsh_item(name, d);
+        for (const CompletionOption & o : c.options) {
+            for (const std::string & n : o.names) {
+                opts += " " + zsh_item(n, o.description);
+                if (o.takes_value) vopts += " " + sq(n);
+            }
+        }
+        s << "        " << sq(c.path) << ") _subs=(" << subs << " ); _opts=(" << opts << " ); _vopts=(" << vopts
+          << " );;\n";
+    }
+    s << "        *) _subs=(); _opts=(); _vopts=();;\n    esac\n}\n\n";
+    value_table(s, fn, model);
+    s << fn << "() {\n"
+      << "    local cmd=" << sq(prog) << " w vopt='' cur=\"${words[CURRENT]}\" what\n"
+      << "    local -i i npos=0 dashdash=0\n"
+      << "    local -a _subs _opts _vopts names ids choices\n"
+      << "    for ((i = 2; i < CURRENT; i++)); do\n"
+      << "        w=\"${words[i]}\"\n"
+      << "        if [[ -n \"$vopt\" ]]; then vopt=''; continue; fi\n"
+      << "        if ((dashdash)); then npos+=1; continue; fi\n"
+      << "        if [[ \"$w\" == -- ]]; then dashdash=1; continue; fi\n"
+      << "        " << fn << "_table \"$cmd\"\n"
+      << "        if [[ \"$w\" == -* ]]; then\n"
+      << "            if [[ \"$w\" != *=* ]] && ((${_vopts[(Ie)$w]})); then vopt=\"$w\"; fi\n"
+      << "            continue\n"
+      << "        fi\n"
+      << "        names=(${_subs%%:*})\n"
+      << "        if ((npos == 0 && ${names[(Ie)$w]})); then cmd=\"$cmd $w\"; continue; fi\n"
+      << "        npos+=1\n"
+      << "    done\n"
+      << "    " << fn << "_table \"$cmd\"\n"
+      << "    if [[ -n \"$vopt\" ]]; then\n"
+      << "        what=$(" << fn << "_value \"$cmd|$vopt\")\n"
+      << "    elif ((!dashdash)) && [[ \"$cur\" == -* ]]; then\n"
+      << "        _describe -t options 'option' _opts\n"
+      << "        return\n"
+      << "    else\n"
+      << "        what=$(" << fn << "_value \"$cmd|#$((npos + 1))\")\n"
+      << "        if ((npos == 0 && !dashdash && ${#_subs})); then\n"
+      << "            _describe -t commands 'command' _subs\n"
+      << "        fi\n"
+      << "    fi\n"
+      << "    case \"$what\" in\n"
+      << "        session) ids=(${(f)\"$(" << fn << "_sessions \"${words[1]}\")\"}); compadd -a ids;;\n"
+      << "        choices\\ *) choices=(${=${what#choices }}); compadd -a choices;;\n"
+      << "        files) _files;;\n"
+      << "    esac\n"
+      << "}\n\n"
+      << "if [[ \"${funcstack[1]}\" == " << fn << " ]]; then\n"
+      << "    " << fn << " \"$@\"\n"
+      << "else\n"
+      << "    compdef " << fn << " " << prog << "\n"
+      << "fi\n";
+    return s.str();
+}
+
+} // namespace
+
+std::vector<CompletionCommand> completion_model(const CLI::App & root, const std::string & prog) {
+    std::vector<CompletionCommand> out;
+    walk(root, prog, out);
+    return out;
+}
+
+std::string completion_script(const CLI::App & root, const std::string & prog, Shell shell) {
+    std::vector<CompletionCommand> model = completion_model(root, prog);
+    return shell == Shell::bash ? bash_script(model, prog) : zsh_script(model, prog);
+}
+
+} // namespace standin::swarm
