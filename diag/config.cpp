@@ -67,6 +67,8 @@ std::string Config::summary() const {
     if (!real.empty()) s << " real=" << real;
     if (local_ops != "none") s << " local_ops=" << local_ops;
     if (audit) s << " audit=on";
+    if (crash_handler) s << " crash_handler=on";
+    if (!fault.empty()) s << " FAULT=" << fault;
     return s.str();
 }
 
@@ -88,6 +90,17 @@ Config parse_config(const EnvLookup & env) {
     if (const char * r = env("GGML_STANDIN_REAL"); r != nullptr) c.real = r;
     if (const char * l = env("GGML_STANDIN_LOCAL_OPS"); l != nullptr && *l != '\0') c.local_ops = l;
     read_bool(env, "GGML_STANDIN_AUDIT", c.audit, c.warnings);
+    read_bool(env, "GGML_STANDIN_CRASH_HANDLER", c.crash_handler, c.warnings);
+    if (const char * f = env("GGML_STANDIN_FAULT"); f != nullptr && *f != '\0') {
+        static const char * points[] = {"registry", "devices", "props", "backend", "alloc", "copy", "compute", "leak"};
+        bool known = false;
+        for (const char * p : points) known = known || std::strcmp(p, f) == 0;
+        if (known) {
+            c.fault = f;
+        } else {
+            c.warnings.push_back(std::string("GGML_STANDIN_FAULT='") + f + "' is not a fault point; ignored");
+        }
+    }
     return c;
 }
 
@@ -97,6 +110,7 @@ const std::vector<const char *> & config_var_names() {
         "GGML_OP_OFFLOAD_MIN_BATCH", "GGML_STANDIN_DEBUG",   "GGML_STANDIN_SCORE",
         "GGML_STANDIN_MODE",         "GGML_STANDIN_REAL",    "GGML_STANDIN_LOCAL_OPS",
         "GGML_STANDIN_AUDIT",        "GGML_STANDIN_SWARM_SOCKET", "GGML_STANDIN_SWARM_DB",
+        "GGML_STANDIN_CRASH_HANDLER", "GGML_STANDIN_FAULT",
     };
     return names;
 }

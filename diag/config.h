@@ -30,6 +30,12 @@ struct Config {
     std::string real;                 // GGML_STANDIN_REAL  path of the real backend library
     std::string local_ops = "none";   // GGML_STANDIN_LOCAL_OPS  none|all|OP,OP,...
     bool        audit = false;        // GGML_STANDIN_AUDIT 0|1: ownership report at exit
+    bool        crash_handler = false; // GGML_STANDIN_CRASH_HANDLER 0|1 (diag/crash.h)
+    // GGML_STANDIN_FAULT: make one boot step fail on purpose, so `standin probe`
+    // and its tests can show that each failure is found and named. One of
+    // registry|devices|props|backend|alloc|copy|compute|leak; empty = none.
+    std::string fault;
+    bool fault_at(const char * point) const { return fault == point; }
 
     // Problems found while parsing, one line each (already logged by from_env).
     std::vector<std::string> warnings;

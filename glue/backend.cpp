@@ -3,6 +3,7 @@
 // (Note [op table]).
 #include <chrono>
 
+#include "diag/crash.h"
 #include "diag/log.h"
 #include "glue/glue.h"
 #include "kernels/op_table.h"
@@ -40,6 +41,10 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
     BackendContext & ctx = backend_ctx(backend);
     const rt::Kind kind = ctx.dev->rt->kind();
     const int n_nodes = ggml_graph_n_nodes(cgraph);
+    if (ctx.dev->config->fault_at("compute")) {
+        SI_LOG_ERROR("%s: fault injected (GGML_STANDIN_FAULT=compute)", ctx.dev->name.c_str());
+        return GGML_STATUS_FAILED;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * node = ggml_graph_node(cgraph, i);
@@ -49,12 +54,15 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
             kernels::is_view_op(node->op)) {
             continue;
         }
+        diag::crash_context_node("graph_compute", ctx.dev->name.c_str(), ggml_op_desc(node), i);
         if (!kernels::run_node(kind, *ctx.stream, node)) {
+            diag::crash_context_clear();
             SI_LOG_ERROR("%s: node %d (%s, %s '%s') is not supported here", ctx.dev->name.c_str(), i,
                          ggml_op_desc(node), ggml_type_name(node->type), node->name);
             return GGML_STATUS_FAILED;
         }
     }
+    diag::crash_context_clear();
     if (ctx.dev->config->debug) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         SI_LOG_DEBUG("%s: %d nodes enqueued in %.3f ms", ctx.dev->name.c_str(), n_nodes, ms);
@@ -92,6 +100,10 @@ const ggml_backend_i backend_iface = {
 } // namespace
 
 ggml_backend_t make_backend(DeviceContext & dev) {
+    if (dev.config->fault_at("backend")) {
+        SI_LOG_ERROR("%s: fault injected (GGML_STANDIN_FAULT=backend)", dev.name.c_str());
+        return nullptr;
+    }
     std::unique_ptr<rt::Stream> stream = dev.rt->create_stream();
     if (!stream) {
         SI_LOG_ERROR("%s: could not create a stream", dev.name.c_str());

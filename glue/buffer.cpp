@@ -20,7 +20,9 @@ void buffer_free(ggml_backend_buffer_t buffer) {
     } else {
         ctx->dev->rt->free(ctx->base);
     }
-    rt::Ownership::instance().remove(buffer);
+    if (!ctx->dev->config->fault_at("leak")) {  // GGML_STANDIN_FAULT=leak: the audit must see it
+        rt::Ownership::instance().remove(buffer);
+    }
     delete ctx;
 }
 
@@ -43,6 +45,9 @@ void buffer_memset_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, ui
 void buffer_set_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, const void * data, size_t offset,
                        size_t size) {
     BufferContext & ctx = buffer_ctx(buffer);
+    if (ctx.dev->config->fault_at("copy")) {
+        return;  // GGML_STANDIN_FAULT=copy: the data never arrives
+    }
     if (is_plain_memory(ctx)) {
         memcpy(tensor_at(tensor, offset), data, size);
     } else {

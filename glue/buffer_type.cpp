@@ -17,7 +17,8 @@ const char * buft_get_name(ggml_backend_buffer_type_t buft) { return buft_ctx(bu
 ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t size) {
     BufferTypeContext & ctx = buft_ctx(buft);
     rt::Device & d = *ctx.dev->rt;
-    void * base = ctx.host ? d.alloc_host(size) : d.alloc(size);
+    const bool fault = ctx.dev->config->fault_at("alloc");  // GGML_STANDIN_FAULT
+    void * base = fault ? nullptr : ctx.host ? d.alloc_host(size) : d.alloc(size);
     if (base == nullptr) {
         SI_LOG_ERROR("%s: failed to allocate %.2f MiB", ctx.name.c_str(), double(size) / (1024.0 * 1024.0));
         return nullptr;

@@ -28,8 +28,9 @@ void dev_get_props(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
     rt::MemoryInfo m = ctx.rt->memory();
     props->name         = ctx.name.c_str();
     props->description  = ctx.description.c_str();
-    props->memory_free  = m.free;
-    props->memory_total = m.total;
+    const bool broken = ctx.config->fault_at("props");  // GGML_STANDIN_FAULT
+    props->memory_free  = broken ? 0 : m.free;
+    props->memory_total = broken ? 0 : m.total;
     props->type         = GGML_BACKEND_DEVICE_TYPE_GPU;
     props->device_id    = ctx.pci_bus_id.empty() ? nullptr : ctx.pci_bus_id.c_str();
     // Host streams finish work when it is enqueued, so they are not async;

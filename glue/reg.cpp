@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "diag/config.h"
+#include "diag/crash.h"
 #include "diag/log.h"
 #include "glue/glue.h"
 #include "interpose/audit.h"
@@ -109,6 +110,9 @@ std::string device_name(const rt::Device & d) {
 
 // Builds the registry and its devices; called once.
 ggml_backend_reg * build_registry() {
+    if (diag::config().crash_handler) {
+        diag::install_crash_handler("standalone");
+    }
     static ggml_backend_reg reg{};
     {
         const diag::Config & cfg = diag::config();
@@ -120,7 +124,9 @@ ggml_backend_reg * build_registry() {
         opts.host_devices = cfg.host_devices;
         opts.host_threads = cfg.threads;
         opts.cuda         = cfg.cuda;
-        for (rt::Device * d : rt::enumerate_devices(opts)) {
+        static const std::vector<rt::Device *> none;
+        const auto & found = cfg.fault_at("devices") ? none : rt::enumerate_devices(opts);
+        for (rt::Device * d : found) {
             DeviceContext & dc = ctx->devices.emplace_back();
             dc.rt          = d;
             dc.config      = &cfg;
@@ -139,8 +145,15 @@ ggml_backend_reg * build_registry() {
 // (or when it fails, with one log line saying why) standalone.
 ggml_backend_reg * choose_registry() {
     const diag::Config & cfg = diag::config();
+    if (cfg.fault_at("registry")) {
+        SI_LOG_ERROR("fault injected (GGML_STANDIN_FAULT=registry): no registry");
+        return nullptr;
+    }
     if (cfg.audit) {
         interpose::audit::enable_at_exit();
+    }
+    if (cfg.crash_handler) {
+        diag::install_crash_handler("starting");
     }
     if (cfg.mode == diag::Config::Mode::standalone) {
         return build_registry();
@@ -163,6 +176,9 @@ ggml_backend_reg * choose_registry() {
         SI_LOG_WARN("GGML_STANDIN_LOCAL_OPS: %s", warnings.c_str());
     }
     ggml_backend_reg * reg = interpose::make_registry(lib);
+    if (cfg.crash_handler) {
+        diag::install_crash_handler("interposed");
+    }
     SI_LOG_INFO("interposing %s (%s): %zu device(s), local ops: %s", path.c_str(), why.c_str(),
                 reg->iface.get_device_count(reg), cfg.local_ops.c_str());
     return reg;

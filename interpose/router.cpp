@@ -4,6 +4,7 @@
 #include <memory>
 #include <sstream>
 
+#include "diag/crash.h"
 #include "diag/log.h"
 #include "interpose/audit.h"
 #include "kernels/op_table.h"
@@ -85,7 +86,10 @@ ggml_status forward_whole(OuterBackend & b, ggml_cgraph * g) {
     audit::count_dispatch(0, 1);
     SwapScope scope;
     scope.collect(g);
-    return b.inner->iface.graph_compute(b.inner, g);
+    diag::crash_context_node("forwarded graph_compute (real library)", b.name.c_str(), "(graph)", -1);
+    ggml_status st = b.inner->iface.graph_compute(b.inner, g);
+    diag::crash_context_clear();
+    return st;
 }
 
 // Nodes [i0, i1) as a graph of their own (public API only: a fresh graph in a
@@ -174,7 +178,10 @@ ggml_status route_graph(OuterBackend & b, ggml_cgraph * g) {
         // ours before its next view reads our results.
         if (b.inner->iface.synchronize) b.inner->iface.synchronize(b.inner);
         ggml_tensor * node = ggml_graph_node(g, i);
-        if (!kernels::run_node(kind, *stream, node)) {
+        diag::crash_context_node("interposed local dispatch", b.name.c_str(), ggml_op_desc(node), i);
+        const bool ok = kernels::run_node(kind, *stream, node);
+        diag::crash_context_clear();
+        if (!ok) {
             SI_LOG_ERROR("%s: local kernel refused node %d (%s)", b.name.c_str(), i, ggml_op_desc(node));
             return GGML_STATUS_FAILED;
         }

@@ -17,6 +17,15 @@ struct DevicesOptions {
 };
 int cmd_devices(const DevicesOptions & opt);
 
+struct ProbeOptions {
+    std::string plugin;
+    std::string mode;          // "", standalone or interpose
+    std::string device;        // empty: the first device
+    std::string ggml_bin_dir;  // where ggml's CPU backend is, for the reference
+    bool        json = false;
+};
+int cmd_probe(const ProbeOptions & opt);
+
 struct GraphOptions {
     std::string plugin;
     std::string device = "STANDIN_HOST0";

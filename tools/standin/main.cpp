@@ -14,6 +14,13 @@ int main(int argc, char ** argv) {
     devices->add_option("--plugin", dev_opt.plugin, "Path to libggml-standin.so");
     devices->add_flag("--json", dev_opt.json, "Print JSON");
 
+    ProbeOptions pr_opt;
+    auto * probe = app.add_subcommand("probe", "Walk standin's boot sequence step by step; exit code names the failed step");
+    probe->add_option("--plugin", pr_opt.plugin, "Path to libggml-standin.so");
+    probe->add_option("--mode", pr_opt.mode, "standalone or interpose")->check(CLI::IsMember({"standalone", "interpose"}));
+    probe->add_option("--device", pr_opt.device, "Device to probe (default: the first)");
+    probe->add_flag("--json", pr_opt.json, "Print JSON");
+
     GraphOptions g_opt;
     auto * graph = app.add_subcommand("graph", "Run a small graph on a standin device and on ggml-cpu, side by side");
     graph->add_option("--plugin", g_opt.plugin, "Path to libggml-standin.so");
@@ -59,6 +66,9 @@ int main(int argc, char ** argv) {
     if (dev_opt.plugin.empty()) dev_opt.plugin = default_plugin_path();
     if (g_opt.plugin.empty()) g_opt.plugin = default_plugin_path();
     if (lg_opt.plugin.empty()) lg_opt.plugin = default_plugin_path();
+    if (pr_opt.plugin.empty()) pr_opt.plugin = default_plugin_path();
+    if (pr_opt.ggml_bin_dir.empty()) pr_opt.ggml_bin_dir = STANDIN_GGML_BIN_DIR;
+    if (*probe) return cmd_probe(pr_opt);
     if (*devices) return cmd_devices(dev_opt);
     if (*graph) return cmd_graph(g_opt);
     if (*make_model) return cmd_make_model(mm_opt);
