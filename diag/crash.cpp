@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#ifdef STANDIN_HAVE_LIBDW
 #define BACKWARD_HAS_DW 1
+#endif
 #include <backward.hpp>
 
 namespace standin::diag {
