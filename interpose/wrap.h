@@ -96,8 +96,12 @@ public:
 
 private:
     void swap_one(ggml_tensor * t);
+    ggml_backend_buffer * inner_buffer(ggml_backend_buffer * outer);
     std::unique_lock<std::recursive_mutex> lock_;
     std::vector<std::pair<ggml_tensor *, ggml_backend_buffer *>> saved_;
+    // A graph's tensors live in a handful of buffers: resolving each buffer
+    // once per scope keeps the ownership table off the per-tensor path.
+    std::vector<std::pair<ggml_backend_buffer *, ggml_backend_buffer *>> resolved_;
 };
 
 // Builds the interposed registry over a loaded real library (never fails: a

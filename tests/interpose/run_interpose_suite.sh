@@ -29,15 +29,16 @@ fail=0
 run_tbo() {  # run_tbo LOG DEVICE [env...]
     local log=$1 dev=$2
     shift 2
-    env "$@" "$app/test-backend-ops" test -b "$dev" -o "$ops" 2>&1 | strip_colors >"$log"
+    # Case lines go to stdout; logs (the real library's, standin's) to stderr, kept apart.
+    env "$@" "$app/test-backend-ops" test -b "$dev" -o "$ops" 2>"$log.err" | strip_colors >"$log"
     echo "${PIPESTATUS[0]}"
 }
 # The case lines of one device's section, normalised, with their verdicts.
-verdicts() { grep -E '^  [A-Z_0-9]+\(.*\): (OK|FAIL|not supported)' "$1" | sed -E 's/ \[[A-Z_0-9]+\] *$//' | sort; }
+verdicts() { grep -E '^  [A-Z_0-9]+\(.*\): (OK|FAIL|not supported)' "$1" | sed -E 's/(not supported).*/\1/' | sort; }
 
 if [[ $mode == path ]]; then
     rc=$(run_tbo "$work/real.log" CPU)
-    real_lib=$(grep -oE 'loaded CPU backend from [^ ]+' "$work/real.log" | head -1 | awk '{print $5}')
+    real_lib=$(grep -oE 'loaded CPU backend from [^ ]+' "$work/real.log.err" | head -1 | awk '{print $5}')
     verdicts "$work/real.log" >"$work/real.verdicts"
     echo "real library alone ($real_lib): exit $rc, $(grep -c ': OK' "$work/real.verdicts") OK, $(grep -c 'not supported' "$work/real.verdicts") not supported"
     [[ $rc == 0 && -n $real_lib ]] || fail=1
@@ -46,7 +47,7 @@ if [[ $mode == path ]]; then
         rc=$(run_tbo "$work/standin-$tag.log" STANDIN_CPU GGML_BACKEND_PATH="$plugin" GGML_STANDIN_REAL="$real_lib" \
              GGML_STANDIN_LOCAL_OPS="$lo" GGML_STANDIN_AUDIT=1)
         verdicts "$work/standin-$tag.log" >"$work/standin-$tag.verdicts"
-        audit=$(grep -E '^standin audit' "$work/standin-$tag.log" | tail -1)
+        audit=$(grep -E '^standin audit' "$work/standin-$tag.log.err" | tail -1)
         echo "interposed, LOCAL_OPS=$lo: exit $rc, $(grep -c ': OK' "$work/standin-$tag.verdicts") OK; $audit"
         if ! diff -q "$work/real.verdicts" "$work/standin-$tag.verdicts" >/dev/null; then
             echo "  pass list differs from the real library's:"; diff "$work/real.verdicts" "$work/standin-$tag.verdicts" | head -10
