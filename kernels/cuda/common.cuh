@@ -1,10 +1,11 @@
 // Helpers shared by the CUDA kernels: tensor shape/stride bundles passed by
-// value, float-family element access (through the shared numerics), and the
-// launch check.
+// value, float-family element access (through the shared numerics), the
+// launch check, warp/block reductions, row addressing and grid sizing.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "ggml.h"
@@ -66,5 +67,79 @@ inline unsigned grid_for(int64_t n, int block) {
 }
 
 #define SI_CUDA_LAUNCH_CHECK() SI_CUDA_CHECK(cudaGetLastError())
+
+// --- reductions ----------------------------------------------------------------
+// Warp-wide (all 32 lanes active) and block-wide (blockDim.x a multiple of 32,
+// at most 1024; every thread of the block must call, and every thread gets the
+// result). `scratch` is 32 elements of shared memory; calls may reuse it back to
+// back (the leading barrier orders them).
+
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+template <typename T> __device__ __forceinline__ T block_sum(T v, T * scratch) {
+    const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5), nw = int(blockDim.x >> 5);
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < nw ? scratch[lane] : T(0));
+}
+
+__device__ __forceinline__ float block_max(float v, float * scratch) {
+    const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5), nw = int(blockDim.x >> 5);
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_max(lane < nw ? scratch[lane] : -INFINITY);
+}
+
+// Byte pointer of row (i1, i2, i3) of a tensor.
+template <typename P>  // char or const char
+__device__ __forceinline__ P * row_at(P * base, const Shape & s, int64_t i1, int64_t i2, int64_t i3) {
+    return base + i1 * s.nb[1] + i2 * s.nb[2] + i3 * s.nb[3];
+}
+
+// Row r (counting over dims 1..3) -> (i1, i2, i3).
+__device__ __forceinline__ void split_row(const Shape & s, int64_t r, int64_t & i1, int64_t & i2, int64_t & i3) {
+    i1 = r % s.ne[1];
+    r /= s.ne[1];
+    i2 = r % s.ne[2];
+    i3 = r / s.ne[2];
+}
+
+// Grid for kernels that loop over rows with a block per row.
+inline unsigned row_grid(int64_t rows) { return unsigned(rows < 65535 * 16 ? (rows > 0 ? rows : 1) : 65535 * 16); }
+
+// Grid dimension y/z limit: larger extents are covered by looping in the kernel.
+constexpr unsigned kMaxGridYZ = 65535;
+inline unsigned grid_yz(int64_t n) { return unsigned(n < int64_t(kMaxGridYZ) ? (n > 0 ? n : 1) : kMaxGridYZ); }
+
+// Stream-ordered scratch memory (cudaMallocAsync). Out of memory is a caller
+// condition, not an internal error: it is logged and reported as false.
+inline bool scratch_alloc(void ** p, size_t bytes, cudaStream_t st) {
+    const cudaError_t err = cudaMallocAsync(p, bytes, st);
+    if (err != cudaSuccess) {
+        (void) cudaGetLastError();  // reset the last error, so the next launch check does not report it
+        rt::cuda::warn_failed(err, "cudaMallocAsync (kernel scratch)", __FILE__, __LINE__);
+        *p = nullptr;
+        return false;
+    }
+    return true;
+}
+
+// Whether every pointer and stride is a multiple of `align` bytes.
+inline bool aligned_to(const ggml_tensor * t, size_t align) {
+    return reinterpret_cast<uintptr_t>(t->data) % align == 0 && t->nb[1] % align == 0 && t->nb[2] % align == 0 &&
+           t->nb[3] % align == 0;
+}
 
 } // namespace standin::kernels::cuda

@@ -9,6 +9,19 @@ namespace standin::kernels::cuda {
 
 bool binary(rt::Stream & stream, ggml_tensor * node);  // ADD SUB MUL DIV, with broadcasting
 bool scale(rt::Stream & stream, ggml_tensor * node);   // SCALE
-bool copy(rt::Stream & stream, ggml_tensor * node);    // CPY DUP CONT between F32/F16/BF16
+bool copy(rt::Stream & stream, ggml_tensor * node);    // CPY DUP CONT (block types go to copy_quant)
+bool copy_quant(rt::Stream & stream, ggml_tensor * node);      // CPY DUP CONT with a block type
+bool get_rows(rt::Stream & stream, ggml_tensor * node);        // GET_ROWS (float and block types -> F32)
+bool set_rows(rt::Stream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> F32 F16 BF16 Q8_0 Q4_0)
+bool norm(rt::Stream & stream, ggml_tensor * node);            // RMS_NORM NORM
+bool rope(rt::Stream & stream, ggml_tensor * node);            // ROPE ROPE_BACK (normal, neox, mrope, imrope)
+bool softmax(rt::Stream & stream, ggml_tensor * node);         // SOFT_MAX (mask, ALiBi, sinks)
+bool unary(rt::Stream & stream, ggml_tensor * node);           // UNARY
+bool glu(rt::Stream & stream, ggml_tensor * node);             // GLU (fused and split)
+bool mul_mat(rt::Stream & stream, ggml_tensor * node);         // MUL_MAT (float and block weights)
+bool mul_mat_id(rt::Stream & stream, ggml_tensor * node);      // MUL_MAT_ID
+bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT
+bool reduce(rt::Stream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX
+bool shape(rt::Stream & stream, ggml_tensor * node);           // CONCAT REPEAT
 
 } // namespace standin::kernels::cuda

@@ -1,6 +1,7 @@
 // ADD/SUB/MUL/DIV (src1 broadcast to src0's shape), SCALE (x*s + b) and
-// CPY/DUP/CONT between F32/F16/BF16, on the CUDA device. Any strides; one thread
-// per output element with a grid-stride loop. Same semantics and rounding as the
+// CPY/DUP/CONT between F32/F16/BF16, on the CUDA device (copies with a block
+// type go to cpy_quant.cu). Any strides; one thread per output element with a
+// grid-stride loop. Same semantics and rounding as the
 // host kernels (kernels/host/binary.cpp, scale.cpp, cpy.cpp), through the shared
 // numerics header.
 //
@@ -92,7 +93,11 @@ bool copy(rt::Stream & stream, ggml_tensor * node) {
         return false;
     }
     cudaStream_t st = stream_of(stream);
-    if (src->type == node->type && ggml_is_contiguous(src) && ggml_is_contiguous(node)) {
+    const bool contiguous_same = src->type == node->type && ggml_is_contiguous(src) && ggml_is_contiguous(node);
+    if (!contiguous_same && (ggml_blck_size(src->type) > 1 || ggml_blck_size(node->type) > 1)) {
+        return copy_quant(stream, node);  // a block type on either side (cpy_quant.cu)
+    }
+    if (contiguous_same) {
         SI_CUDA_CHECK(cudaMemcpyAsync(node->data, src->data, ggml_nbytes(src), cudaMemcpyDeviceToDevice, st));
         return true;
     }

@@ -31,6 +31,9 @@ bool copy(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     // CPY writes into its second source (dst is a view of it); DUP/CONT into dst.
     ggml_tensor * dst = node;
+    if (!is_float_type(src->type) || !is_float_type(dst->type)) {
+        return copy_quant(stream, node);  // a block type on either side: cpy_quant.cpp
+    }
     const int64_t n = ggml_nelements(src);
     if (n != ggml_nelements(dst)) {
         return false;

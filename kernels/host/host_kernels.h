@@ -9,5 +9,18 @@ namespace standin::kernels::host {
 bool binary(rt::Stream & stream, ggml_tensor * node);  // ADD SUB MUL DIV, with broadcasting
 bool scale(rt::Stream & stream, ggml_tensor * node);   // SCALE (scale and bias)
 bool copy(rt::Stream & stream, ggml_tensor * node);    // CPY DUP CONT between F32/F16/BF16
+bool norm(rt::Stream & stream, ggml_tensor * node);            // RMS_NORM NORM
+bool rope(rt::Stream & stream, ggml_tensor * node);            // ROPE ROPE_BACK (all rope modes)
+bool softmax(rt::Stream & stream, ggml_tensor * node);         // SOFT_MAX (mask, ALiBi, sinks)
+bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT
+bool unary(rt::Stream & stream, ggml_tensor * node);           // UNARY (every ggml_unary_op)
+bool glu(rt::Stream & stream, ggml_tensor * node);             // GLU (every ggml_glu_op, fused or split)
+bool reduce(rt::Stream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX
+bool shape(rt::Stream & stream, ggml_tensor * node);           // CONCAT REPEAT ADD1 ACC
+bool get_rows(rt::Stream & stream, ggml_tensor * node);        // GET_ROWS (float and block types -> F32)
+bool set_rows(rt::Stream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> F32 F16 BF16 Q8_0 Q4_0)
+bool mul_mat(rt::Stream & stream, ggml_tensor * node);         // MUL_MAT (float and block-quantized weights)
+bool copy_quant(rt::Stream & stream, ggml_tensor * node);      // CPY DUP CONT with a block type (from copy)
+bool mul_mat_id(rt::Stream & stream, ggml_tensor * node);      // MUL_MAT_ID (experts: MUL_MAT per expert)
 
 } // namespace standin::kernels::host

@@ -1,0 +1,259 @@
+// FLASH_ATTN_EXT on the CUDA device, as kernels/host/flash_attn.cpp:
+//   out = softmax(score(Q K^T) + slope * mask) V   per query row and head,
+// score(s) = s * scale, or c * tanh(s * scale / c) with a logit soft cap c
+// (op_params: scale, max_bias, logit_softcap; kernels/common/softmax.h).
+// Q F32; K and V of one type, F16, F32 or BF16, rows contiguous (views such
+// as a KV-cache slice are fine); mask optional F16 (row = query index,
+// broadcast over heads and dim 3 by modulo); sinks optional F32 (one logit per
+// query head). K/V heads are shared by groups of query heads (GQA). Output F32
+// in ggml's permuted layout dst[:, head, query, batch]. V rows up to 512
+// elements (the predicate checks); Q/K rows any length.
+//
+// One block of 4 warps per (query row, head, batch). The keys are dealt out in
+// tiles of 32, tile t to warp t % 4: lane j computes the score of key j of the
+// tile (its own dot product over the head dimension, Q from shared memory),
+// the warp folds the tile into its online softmax (running max and sum), and
+// the tile's value rows are accumulated with lane l owning output elements
+// l, l + 32, ... (coalesced V reads). Tiles masked entirely to -inf are
+// skipped. At the end the 4 warps' partial results are merged in shared
+// memory, rescaled to the common maximum (and the sink), and normalised.
+// Arithmetic is f32 throughout.
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o FLASH_ATTN_EXT
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/common/softmax.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace standin::kernels::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxDV = 512;
+
+struct FaArgs {
+    const char * q; int64_t q_nb1, q_nb2, q_nb3;
+    const char * k; int64_t k_nb1, k_nb2, k_nb3;
+    const char * v; int64_t v_nb1, v_nb2, v_nb3;
+    const char * mask; int64_t m_nb1, m_nb2, m_nb3, m_ne2, m_ne3;
+    const float * sinks;
+    char * d; int64_t d_nb1, d_nb2, d_nb3;
+    int64_t D, DV, nq, nh, nq3, nkv;
+    int64_t rk2, rk3, rv2, rv3;  // query heads / batches per K (V) head / batch
+    num::AttnParams ap;
+    num::Alibi alibi;
+    bool k_vec;  // K rows 16-byte aligned and D % 8 == 0
+};
+
+template <int T> __device__ __forceinline__ float ld(const char * row, int64_t i) {
+    if constexpr (T == GGML_TYPE_F32) return reinterpret_cast<const float *>(row)[i];
+    if constexpr (T == GGML_TYPE_F16) return __half2float(reinterpret_cast<const __half *>(row)[i]);
+    return __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(row)[i]);
+}
+
+// Dot product of the Q row (shared memory) with the K row.
+template <int T> __device__ __forceinline__ float qk_dot(const float * q, const char * krow, int64_t D, bool vec) {
+    float s = 0.0f;
+    if (vec) {
+        for (int64_t d = 0; d < D; d += 8) {
+            float w[8];
+            if constexpr (T == GGML_TYPE_F32) {
+                const float4 a = reinterpret_cast<const float4 *>(krow + d * 4)[0];
+                const float4 b = reinterpret_cast<const float4 *>(krow + d * 4)[1];
+                w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w; w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+            } else {
+                const uint4 u = *reinterpret_cast<const uint4 *>(krow + d * 2);
+                const uint32_t x[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    if constexpr (T == GGML_TYPE_F16) {
+                        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&x[i]));
+                        w[2 * i] = f.x;
+                        w[2 * i + 1] = f.y;
+                    } else {
+                        w[2 * i] = __uint_as_float(x[i] << 16);
+                        w[2 * i + 1] = __uint_as_float(x[i] & 0xffff0000u);
+                    }
+                }
+            }
+            const float4 qa = reinterpret_cast<const float4 *>(q + d)[0];
+            const float4 qb = reinterpret_cast<const float4 *>(q + d)[1];
+            s = fmaf(qa.x, w[0], s); s = fmaf(qa.y, w[1], s); s = fmaf(qa.z, w[2], s); s = fmaf(qa.w, w[3], s);
+            s = fmaf(qb.x, w[4], s); s = fmaf(qb.y, w[5], s); s = fmaf(qb.z, w[6], s); s = fmaf(qb.w, w[7], s);
+        }
+    } else {
+        for (int64_t d = 0; d < D; ++d) s = fmaf(q[d], ld<T>(krow, d), s);
+    }
+    return s;
+}
+
+template <int T, int NV>
+__global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
+    extern __shared__ float smem[];
+    float * q_s = smem;                          // [D], padded to a multiple of 4
+    float * m_s = q_s + (p.D + 3) / 4 * 4;       // [kWarps]
+    float * s_s = m_s + kWarps;                  // [kWarps]
+    float * o_s = s_s + kWarps;                  // [kWarps][DV]
+    const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5);
+    const int64_t h = blockIdx.y, i3 = blockIdx.z;
+    const float slope = p.alibi.slope(uint32_t(h));
+    const char * kbase = p.k + (h / p.rk2) * p.k_nb2 + (i3 / p.rk3) * p.k_nb3;
+    const char * vbase = p.v + (h / p.rv2) * p.v_nb2 + (i3 / p.rv3) * p.v_nb3;
+
+    for (int64_t iq = blockIdx.x; iq < p.nq; iq += gridDim.x) {
+        const float * qrow = reinterpret_cast<const float *>(p.q + iq * p.q_nb1 + h * p.q_nb2 + i3 * p.q_nb3);
+        for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) q_s[d] = qrow[d];
+        __syncthreads();
+        const __half * mrow = nullptr;
+        if (p.mask != nullptr) {
+            mrow = reinterpret_cast<const __half *>(p.mask + iq * p.m_nb1 + (h % p.m_ne2) * p.m_nb2 +
+                                                    (i3 % p.m_ne3) * p.m_nb3);
+        }
+
+        float m = -INFINITY, s = 0.0f;  // s: this lane's share of the sum
+        float o[NV];
+#pragma unroll
+        for (int i = 0; i < NV; ++i) o[i] = 0.0f;
+
+        for (int64_t c0 = int64_t(warp) * 32; c0 < p.nkv; c0 += kWarps * 32) {
+            const int64_t c = c0 + lane;
+            float sc = -INFINITY;
+            if (c < p.nkv) {
+                sc = mrow != nullptr ? slope * __half2float(mrow[c]) : 0.0f;
+                if (sc != -INFINITY) {
+                    sc += num::attn_score(qk_dot<T>(q_s, kbase + c * p.k_nb1, p.D, p.k_vec), p.ap.scale,
+                                          p.ap.logit_softcap);
+                }
+            }
+            const float tmax = warp_max(sc);
+            if (tmax == -INFINITY) {
+                continue;  // the whole tile is masked (uniform over the warp)
+            }
+            if (tmax > m) {
+                const float f = m == -INFINITY ? 0.0f : expf(m - tmax);
+                m = tmax;
+                s *= f;
+#pragma unroll
+                for (int i = 0; i < NV; ++i) o[i] *= f;
+            }
+            const float w = sc == -INFINITY ? 0.0f : expf(sc - m);
+            s += w;
+            const int64_t nc = p.nkv - c0 < 32 ? p.nkv - c0 : 32;
+            for (int j = 0; j < nc; ++j) {
+                const float wj = __shfl_sync(0xffffffffu, w, j);
+                if (wj == 0.0f) continue;
+                const char * vrow = vbase + (c0 + j) * p.v_nb1;
+#pragma unroll
+                for (int i = 0; i < NV; ++i) {
+                    const int64_t d = lane + 32 * i;
+                    if (d < p.DV) o[i] = fmaf(wj, ld<T>(vrow, d), o[i]);
+                }
+            }
+        }
+        s = warp_sum(s);
+        if (lane == 0) {
+            m_s[warp] = m;
+            s_s[warp] = s;
+        }
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int64_t d = lane + 32 * i;
+            if (d < p.DV) o_s[warp * p.DV + d] = o[i];
+        }
+        __syncthreads();
+
+        // Merge: common maximum (the sink included), rescaled sums and values.
+        float mx = -INFINITY;
+        for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w]);
+        const float sink = p.sinks != nullptr ? p.sinks[h] : -INFINITY;
+        mx = fmaxf(mx, sink);
+        float f[kWarps];
+        float total = p.sinks != nullptr ? expf(sink - mx) : 0.0f;
+        for (int w = 0; w < kWarps; ++w) {
+            f[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - mx);
+            total += s_s[w] * f[w];
+        }
+        const float inv = total == 0.0f ? 0.0f : 1.0f / total;
+        float * out = reinterpret_cast<float *>(p.d + h * p.d_nb1 + iq * p.d_nb2 + i3 * p.d_nb3);
+        for (int64_t d = threadIdx.x; d < p.DV; d += blockDim.x) {
+            float acc = 0.0f;
+            for (int w = 0; w < kWarps; ++w) acc += o_s[w * p.DV + d] * f[w];
+            out[d] = acc * inv;
+        }
+        __syncthreads();  // q_s and the merge buffers are reused by the next query row
+    }
+}
+
+template <int T> void launch_t(const FaArgs & p, cudaStream_t st) {
+    const dim3 grid(unsigned(p.nq < 65535 * 16 ? p.nq : 65535 * 16), unsigned(p.nh), unsigned(p.nq3));
+    const size_t smem = size_t((p.D + 3) / 4 * 4 + 2 * kWarps + kWarps * p.DV) * sizeof(float);
+    if (p.DV <= 64) {
+        fa_kernel<T, 2><<<grid, kWarps * 32, smem, st>>>(p);
+    } else if (p.DV <= 128) {
+        fa_kernel<T, 4><<<grid, kWarps * 32, smem, st>>>(p);
+    } else if (p.DV <= 256) {
+        fa_kernel<T, 8><<<grid, kWarps * 32, smem, st>>>(p);
+    } else {
+        fa_kernel<T, 16><<<grid, kWarps * 32, smem, st>>>(p);
+    }
+}
+
+} // namespace
+
+bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor * q = node->src[0];
+    const ggml_tensor * k = node->src[1];
+    const ggml_tensor * v = node->src[2];
+    const ggml_tensor * mask = node->src[3];
+    const ggml_tensor * sinks = node->src[4];
+    const ggml_type t = k->type;
+    if (q->type != GGML_TYPE_F32 || v->type != t || node->type != GGML_TYPE_F32 || v->ne[0] > kMaxDV ||
+        (t != GGML_TYPE_F16 && t != GGML_TYPE_F32 && t != GGML_TYPE_BF16) ||
+        (mask != nullptr && mask->type != GGML_TYPE_F16) || q->ne[2] > 65535 || q->ne[3] > 65535) {
+        return false;  // the support predicate (op_table.cpp) refuses these
+    }
+    FaArgs p{};
+    p.q = static_cast<const char *>(q->data);
+    p.q_nb1 = int64_t(q->nb[1]); p.q_nb2 = int64_t(q->nb[2]); p.q_nb3 = int64_t(q->nb[3]);
+    p.k = static_cast<const char *>(k->data);
+    p.k_nb1 = int64_t(k->nb[1]); p.k_nb2 = int64_t(k->nb[2]); p.k_nb3 = int64_t(k->nb[3]);
+    p.v = static_cast<const char *>(v->data);
+    p.v_nb1 = int64_t(v->nb[1]); p.v_nb2 = int64_t(v->nb[2]); p.v_nb3 = int64_t(v->nb[3]);
+    if (mask != nullptr) {
+        p.mask = static_cast<const char *>(mask->data);
+        p.m_nb1 = int64_t(mask->nb[1]); p.m_nb2 = int64_t(mask->nb[2]); p.m_nb3 = int64_t(mask->nb[3]);
+        p.m_ne2 = mask->ne[2]; p.m_ne3 = mask->ne[3];
+    }
+    p.sinks = sinks != nullptr ? static_cast<const float *>(sinks->data) : nullptr;
+    p.d = static_cast<char *>(node->data);
+    p.d_nb1 = int64_t(node->nb[1]); p.d_nb2 = int64_t(node->nb[2]); p.d_nb3 = int64_t(node->nb[3]);
+    p.D = q->ne[0];
+    p.DV = v->ne[0];
+    p.nq = q->ne[1];
+    p.nh = q->ne[2];
+    p.nq3 = q->ne[3];
+    p.nkv = k->ne[1];
+    p.rk2 = q->ne[2] / k->ne[2];
+    p.rk3 = q->ne[3] / k->ne[3];
+    p.rv2 = q->ne[2] / v->ne[2];
+    p.rv3 = q->ne[3] / v->ne[3];
+    p.ap = num::attn_params_from(reinterpret_cast<const int32_t *>(node->op_params));
+    p.alibi = num::make_alibi(p.ap.max_bias, uint32_t(p.nh));
+    p.k_vec = p.D % 8 == 0 && aligned_to(k, 16);
+    if (p.nq == 0 || p.nh == 0 || p.nq3 == 0 || p.DV == 0) {
+        return true;
+    }
+    cudaStream_t st = stream_of(stream);
+    switch (t) {
+        case GGML_TYPE_F16:  launch_t<GGML_TYPE_F16>(p, st); break;
+        case GGML_TYPE_F32:  launch_t<GGML_TYPE_F32>(p, st); break;
+        default:             launch_t<GGML_TYPE_BF16>(p, st); break;
+    }
+    SI_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
+} // namespace standin::kernels::cuda

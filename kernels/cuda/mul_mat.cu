@@ -1,0 +1,207 @@
+// MUL_MAT on the CUDA device, as kernels/host/mul_mat.cpp:
+//   dst[m, n, i2, i3] = sum_k src0[k, m, i2 / r2, i3 / r3] * src1[k, n, i2, i3]
+// with r2 = ne12 / ne02, r3 = ne13 / ne03. src0: F32, F16, BF16, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K with rows dense in dim 0; src1: any float
+// type and strides (staged to dense f32 columns when needed, mul_mat.cuh);
+// dst: F32, dim 0 dense.
+//
+// N <= 8 src1 columns: the warp-per-row mat-vec of mul_mat_vec.cu. Otherwise
+// the tiled tensor-core product of mul_mat_tile.cuh (64 x 64 dst tiles, TF32
+// WMMA), one block per (row tile, column tile, matrix).
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT; time with `perf`.
+#include <atomic>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/mul_mat.cuh"
+#include "kernels/cuda/mul_mat_tile.cuh"
+
+namespace standin::kernels::cuda {
+
+namespace mm {
+
+namespace {
+
+template <int T>
+__global__ void __launch_bounds__(kTileThreads) mm_tile_kernel(Args p) {
+    __shared__ TileSmem sm;
+    const int64_t m0 = int64_t(blockIdx.x) * kBM;
+    // z: the (i12, i13) matrix; y: the column tile. Both loop when the grid
+    // is capped at its y/z limit.
+    for (int64_t zn = blockIdx.z * int64_t(gridDim.y) + blockIdx.y; zn < p.ne12 * p.ne13 * p.n_tiles;
+         zn += int64_t(gridDim.z) * gridDim.y) {
+        const int64_t z = zn / p.n_tiles, n0 = (zn % p.n_tiles) * kBN;
+        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
+        if (threadIdx.x < kBN) {
+            const int64_t n = n0 + threadIdx.x;
+            const bool in = n < p.N;
+            sm.y[threadIdx.x] = in ? reinterpret_cast<const float *>(p.y + n * p.y_nb1 + i12 * p.y_nb2 + i13 * p.y_nb3)
+                                   : nullptr;
+            sm.d[threadIdx.x] = in ? reinterpret_cast<float *>(p.d + n * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3)
+                                   : nullptr;
+        }
+        __syncthreads();
+        tile_product<T>(sm, p.a + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3, p.a_nb1, p.M, p.K, m0);
+    }
+}
+
+template <int T> void launch_tile_t(const Args & p, cudaStream_t st) {
+    Args q = p;
+    q.n_tiles = (p.N + kBN - 1) / kBN;
+    const dim3 grid(unsigned((p.M + kBM - 1) / kBM), grid_yz(q.n_tiles), grid_yz(p.ne12 * p.ne13));
+    mm_tile_kernel<T><<<grid, kTileThreads, 0, st>>>(q);
+}
+
+bool launch_tile(ggml_type t, const Args & p, cudaStream_t st) {
+    switch (t) {
+        case GGML_TYPE_F32:  launch_tile_t<GGML_TYPE_F32>(p, st); return true;
+        case GGML_TYPE_F16:  launch_tile_t<GGML_TYPE_F16>(p, st); return true;
+        case GGML_TYPE_BF16: launch_tile_t<GGML_TYPE_BF16>(p, st); return true;
+        case GGML_TYPE_Q4_0: launch_tile_t<GGML_TYPE_Q4_0>(p, st); return true;
+        case GGML_TYPE_Q4_1: launch_tile_t<GGML_TYPE_Q4_1>(p, st); return true;
+        case GGML_TYPE_Q5_0: launch_tile_t<GGML_TYPE_Q5_0>(p, st); return true;
+        case GGML_TYPE_Q5_1: launch_tile_t<GGML_TYPE_Q5_1>(p, st); return true;
+        case GGML_TYPE_Q8_0: launch_tile_t<GGML_TYPE_Q8_0>(p, st); return true;
+        case GGML_TYPE_Q4_K: launch_tile_t<GGML_TYPE_Q4_K>(p, st); return true;
+        case GGML_TYPE_Q5_K: launch_tile_t<GGML_TYPE_Q5_K>(p, st); return true;
+        case GGML_TYPE_Q6_K: launch_tile_t<GGML_TYPE_Q6_K>(p, st); return true;
+        default:             return false;
+    }
+}
+
+// --- src1 staging ------------------------------------------------------------------
+
+constexpr int kStageBlock = 256;
+
+__global__ void stage_kernel(Shape b, const char * bd, float * y, int64_t kp, int round_to, int64_t n) {
+    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+        float v = load_f(b.type, bd + offset_of(b, k));
+        if (round_to == GGML_TYPE_F16) {
+            v = __half2float(__float2half_rn(v));
+        } else if (round_to == GGML_TYPE_BF16) {
+            v = __bfloat162float(__float2bfloat16_rn(v));
+        }
+        y[(k / b.ne[0]) * kp + k % b.ne[0]] = v;
+    }
+}
+
+// Stream-ordered scratch comes from the device's default memory pool. By
+// default the pool hands freed memory back to the driver at every stream
+// synchronisation, so each graph would map it again; keep up to this much
+// cached instead (once per device).
+constexpr uint64_t kPoolKeepBytes = uint64_t(256) << 20;
+
+void keep_pool_memory() {
+    static std::atomic<uint64_t> done{0};
+    int dev = 0;
+    SI_CUDA_CHECK(cudaGetDevice(&dev));
+    const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+    if (bit == 0 || (done.load(std::memory_order_relaxed) & bit) != 0) {
+        return;
+    }
+    cudaMemPool_t pool;
+    SI_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    uint64_t keep = kPoolKeepBytes;
+    SI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    done.fetch_or(bit, std::memory_order_relaxed);
+}
+
+bool y_usable(const ggml_tensor * b) {
+    return b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) && aligned_to(b, 16);
+}
+
+} // namespace
+
+Staged stage_y(const ggml_tensor * b, ggml_type round_to, cudaStream_t st) {
+    Staged s;
+    if (round_to == GGML_TYPE_F32 && y_usable(b)) {
+        s.y = static_cast<const char *>(b->data);
+        s.nb1 = int64_t(b->nb[1]);
+        s.nb2 = int64_t(b->nb[2]);
+        s.nb3 = int64_t(b->nb[3]);
+        return s;
+    }
+    const int64_t kp = (b->ne[0] + 3) / 4 * 4;  // 16-byte aligned columns
+    const int64_t cols = b->ne[1] * b->ne[2] * b->ne[3];
+    keep_pool_memory();
+    if (!scratch_alloc(&s.scratch, size_t(kp * cols) * sizeof(float) + 16, st)) {
+        s.ok = false;
+        return s;
+    }
+    const int64_t n = ggml_nelements(b);
+    if (n > 0) {
+        stage_kernel<<<grid_for(n, kStageBlock), kStageBlock, 0, st>>>(
+            shape_of(b), static_cast<const char *>(b->data), static_cast<float *>(s.scratch), kp, int(round_to), n);
+        SI_CUDA_LAUNCH_CHECK();
+    }
+    s.y = static_cast<const char *>(s.scratch);
+    s.nb1 = kp * int64_t(sizeof(float));
+    s.nb2 = s.nb1 * b->ne[1];
+    s.nb3 = s.nb2 * b->ne[2];
+    return s;
+}
+
+void release(Staged & s, cudaStream_t st) {
+    if (s.scratch != nullptr) {
+        SI_CUDA_CHECK(cudaFreeAsync(s.scratch, st));
+        s.scratch = nullptr;
+    }
+}
+
+} // namespace mm
+
+bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor * a = node->src[0];
+    const ggml_tensor * b = node->src[1];
+    if (!mm::vec_type_ok(a->type) || node->type != GGML_TYPE_F32 || a->ne[2] <= 0 || a->ne[3] <= 0) {
+        return false;  // the support predicate (op_table.cpp) refuses these
+    }
+    if (ggml_nelements(node) == 0) {
+        return true;
+    }
+    cudaStream_t st = stream_of(stream);
+    // Under F16/BF16 weights src1 is rounded to the weight type, as ggml-cpu does.
+    const ggml_type round_to = (a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_BF16) ? a->type : GGML_TYPE_F32;
+    mm::Staged y = mm::stage_y(b, round_to, st);
+    if (!y.ok) {
+        return false;
+    }
+
+    mm::Args p;
+    p.a = static_cast<const char *>(a->data);
+    p.a_nb1 = int64_t(a->nb[1]);
+    p.a_nb2 = int64_t(a->nb[2]);
+    p.a_nb3 = int64_t(a->nb[3]);
+    p.y = y.y;
+    p.y_nb1 = y.nb1;
+    p.y_nb2 = y.nb2;
+    p.y_nb3 = y.nb3;
+    p.d = static_cast<char *>(node->data);
+    p.d_nb1 = int64_t(node->nb[1]);
+    p.d_nb2 = int64_t(node->nb[2]);
+    p.d_nb3 = int64_t(node->nb[3]);
+    p.K = a->ne[0];
+    p.M = a->ne[1];
+    p.N = b->ne[1];
+    p.ne12 = b->ne[2];
+    p.ne13 = b->ne[3];
+    p.r2 = b->ne[2] / a->ne[2];
+    p.r3 = b->ne[3] / a->ne[3];
+    p.a_vec = p.K % 8 == 0 && aligned_to(a, 16);
+
+    if (p.N <= 8) {
+        mm::launch_vec(a->type, p, st);
+    } else {
+        mm::launch_tile(a->type, p, st);
+    }
+    SI_CUDA_LAUNCH_CHECK();
+    mm::release(y, st);
+    return true;
+}
+
+} // namespace standin::kernels::cuda

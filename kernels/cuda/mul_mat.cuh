@@ -1,0 +1,70 @@
+// Internal interface of the CUDA MUL_MAT / MUL_MAT_ID kernels (mul_mat.cu:
+// driver, src1 staging and the tiled tensor-core path; mul_mat_vec.cu: the
+// warp-per-row path for few src1 columns; mul_mat_id.cu: experts).
+//
+// Every path reads src1 as dense F32 ("Y"): columns of K floats, element
+// stride 1, column stride y_nb1 bytes. When src1 is not already like that, or
+// when the weights are F16/BF16 (whose products ggml-cpu forms after rounding
+// src1 to the weight type), stage_y() writes such a copy into stream-ordered
+// scratch memory first.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ggml.h"
+
+namespace standin::kernels::cuda::mm {
+
+struct Args {
+    const char * a;  // weights (src0): rows of K elements or K/QK blocks
+    int64_t      a_nb1, a_nb2, a_nb3;
+    const char * y;  // src1 as dense f32 columns
+    int64_t      y_nb1, y_nb2, y_nb3;
+    char *       d;  // dst (f32, dim 0 dense)
+    int64_t      d_nb1, d_nb2, d_nb3;
+    int64_t      K, M, N, ne12, ne13, r2, r3;
+    bool         a_vec;    // float weights: rows 16-byte aligned and K % 8 == 0 (8-wide loads)
+    int64_t      n_tiles;  // tiled path: column tiles per matrix (set by its launcher)
+};
+
+// Y columns for the kernels: either src1 itself or a staged copy.
+struct Staged {
+    const char * y = nullptr;
+    int64_t      nb1 = 0, nb2 = 0, nb3 = 0;
+    void *       scratch = nullptr;  // to release with cudaFreeAsync after the kernels
+    bool         ok = true;          // false: the scratch allocation failed (out of memory)
+};
+
+// src1 (K, N, ne12, ne13), any float type and strides -> dense f32 columns
+// (16-byte aligned, so the mat-vec path may use 16-byte loads), rounded to
+// `round_to` (GGML_TYPE_F16 / BF16) when that is not F32. An allocation
+// failure is reported in `ok` (and logged), not aborted on.
+Staged stage_y(const ggml_tensor * b, ggml_type round_to, cudaStream_t st);
+void   release(Staged & s, cudaStream_t st);
+
+// Whether the mat-vec kernels handle this weight type.
+bool vec_type_ok(ggml_type t);
+
+// dst columns [0, N) with N <= 8, one warp per weight row.
+void launch_vec(ggml_type t, const Args & p, cudaStream_t st);
+
+// MUL_MAT_ID mat-vec: pairs (e, t) of ids (n_used x n_tok); expert x = ids[e, t]
+// of n_as; src1 column (e % ne11, t) of the staged Y (nb1 = column, nb2 = token);
+// dst[:, e, t]. An id outside [0, n_as) gives a zero column.
+struct IdArgs {
+    const char * a;
+    int64_t      a_nb1, a_nb2;  // row, expert
+    const char * y;
+    int64_t      y_nb1, y_nb2;  // column, token
+    char *       d;
+    int64_t      d_nb1, d_nb2;  // slot, token
+    const char * ids;
+    int64_t      ids_nb0, ids_nb1;
+    int64_t      K, M, ne11, n_used, n_tok, n_as;
+    bool         a_vec;
+};
+void launch_vec_id(ggml_type t, const IdArgs & p, cudaStream_t st);
+
+} // namespace standin::kernels::cuda::mm

@@ -1,0 +1,223 @@
+// MUL_MAT for few src1 columns (N <= 8, token generation) on the CUDA device:
+// one warp per weight row computes that row's dot products with all N
+// columns, so each weight byte is read from memory once per call.
+//   Block weights: lane u takes "part" u of the row (8 values of a block,
+//   kernels/cuda/dequant.cuh), so the warp reads 32 neighbouring parts (8
+//   blocks of the 32-element formats, or one 256-element super-block) at a
+//   time and decodes them on the fly; the matching src1 values are two 16-byte
+//   loads per column.
+//   F32/F16/BF16 weights: 16-byte loads of 8 elements when rows are aligned
+//   and K % 8 == 0, else one element per lane and step.
+// Partial sums are reduced with warp shuffles; lane 0 writes dst. src1 comes
+// as dense, 16-byte aligned f32 columns (mul_mat.cuh, stage_y), already
+// rounded to F16/BF16 under weights of those types. Also the MUL_MAT_ID
+// variant (one (slot, token) pair per grid row, its expert read from ids).
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'n=[1-8],') and -o MUL_MAT_ID
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/mul_mat.cuh"
+
+namespace standin::kernels::cuda::mm {
+
+namespace {
+
+constexpr int kWarps = 4;  // weight rows per block
+
+__host__ __device__ constexpr bool is_float_t(int T) {
+    return T == GGML_TYPE_F32 || T == GGML_TYPE_F16 || T == GGML_TYPE_BF16;
+}
+
+// 8 consecutive weights at a 16-byte aligned address.
+template <int T> __device__ __forceinline__ void load8(const char * p, float w[8]) {
+    if constexpr (T == GGML_TYPE_F32) {
+        const float4 x0 = reinterpret_cast<const float4 *>(p)[0], x1 = reinterpret_cast<const float4 *>(p)[1];
+        w[0] = x0.x; w[1] = x0.y; w[2] = x0.z; w[3] = x0.w;
+        w[4] = x1.x; w[5] = x1.y; w[6] = x1.z; w[7] = x1.w;
+    } else {
+        const uint4 u = *reinterpret_cast<const uint4 *>(p);
+        const uint32_t v[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            if constexpr (T == GGML_TYPE_F16) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&v[i]));
+                w[2 * i] = f.x;
+                w[2 * i + 1] = f.y;
+            } else {
+                w[2 * i] = __uint_as_float(v[i] << 16);
+                w[2 * i + 1] = __uint_as_float(v[i] & 0xffff0000u);
+            }
+        }
+    }
+}
+
+template <int NC>
+__device__ __forceinline__ void fma8(float acc[NC], const float v[8], const float * const yc[NC], int ncols,
+                                     int64_t ka, int64_t kb) {
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+        if (c < ncols) {
+            const float4 ya = *reinterpret_cast<const float4 *>(yc[c] + ka);
+            const float4 yb = *reinterpret_cast<const float4 *>(yc[c] + kb);
+            float s = acc[c];
+            s = fmaf(v[0], ya.x, s); s = fmaf(v[1], ya.y, s); s = fmaf(v[2], ya.z, s); s = fmaf(v[3], ya.w, s);
+            s = fmaf(v[4], yb.x, s); s = fmaf(v[5], yb.y, s); s = fmaf(v[6], yb.z, s); s = fmaf(v[7], yb.w, s);
+            acc[c] = s;
+        }
+    }
+}
+
+// This lane's share of the dot products of one weight row with NC columns.
+template <int T, int NC>
+__device__ __forceinline__ void row_dot(const char * arow, const float * const yc[NC], int ncols, int64_t K,
+                                        bool a_vec, float acc[NC]) {
+    const int lane = int(threadIdx.x & 31u);
+    if constexpr (is_float_t(T)) {
+        constexpr int es = T == GGML_TYPE_F32 ? 4 : 2;
+        if (a_vec) {
+            for (int64_t u = lane; u < K / 8; u += 32) {
+                float w[8];
+                load8<T>(arow + u * 8 * es, w);
+                fma8<NC>(acc, w, yc, ncols, 8 * u, 8 * u + 4);
+            }
+        } else {
+            for (int64_t k = lane; k < K; k += 32) {
+                const float w = load_f(T, arow + k * es);
+#pragma unroll
+                for (int c = 0; c < NC; ++c) {
+                    if (c < ncols) acc[c] = fmaf(w, yc[c][k], acc[c]);
+                }
+            }
+        }
+    } else {
+        using P = dq::Part<T>;
+        const int64_t n_units = (K / P::kQKb) * P::kParts;
+        const uint8_t * row = reinterpret_cast<const uint8_t *>(arow);
+        for (int64_t u = lane; u < n_units; u += 32) {
+            const int64_t ib = u / P::kParts;
+            float v[8];
+            int a, b;
+            P::get(row + ib * P::kBytes, int(u % P::kParts), v, a, b);
+            fma8<NC>(acc, v, yc, ncols, ib * P::kQKb + a, ib * P::kQKb + b);
+        }
+    }
+}
+
+template <int T, int NC>
+__global__ void __launch_bounds__(kWarps * 32) mmv_kernel(Args p) {
+    const int lane = int(threadIdx.x & 31u);
+    const int64_t m = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+    if (m >= p.M) {
+        return;  // the whole warp
+    }
+    const int ncols = int(p.N);
+    for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
+        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
+        const char * arow = p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
+        const float * yc[NC];
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            yc[c] = reinterpret_cast<const float *>(p.y + c * p.y_nb1 + i12 * p.y_nb2 + i13 * p.y_nb3);
+        }
+        float acc[NC];
+#pragma unroll
+        for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
+        row_dot<T, NC>(arow, yc, ncols, p.K, p.a_vec, acc);
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            const float s = warp_sum(acc[c]);
+            if (lane == 0 && c < ncols) {
+                *reinterpret_cast<float *>(p.d + c * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4) = s;
+            }
+        }
+    }
+}
+
+template <int T>
+__global__ void __launch_bounds__(kWarps * 32) mmv_id_kernel(IdArgs p) {
+    const int lane = int(threadIdx.x & 31u);
+    const int64_t m = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+    if (m >= p.M) {
+        return;
+    }
+    for (int64_t q = blockIdx.y; q < p.n_used * p.n_tok; q += gridDim.y) {
+        const int64_t e = q % p.n_used, t = q / p.n_used;
+        const int32_t x = *reinterpret_cast<const int32_t *>(p.ids + e * p.ids_nb0 + t * p.ids_nb1);
+        float * out = reinterpret_cast<float *>(p.d + e * p.d_nb1 + t * p.d_nb2) + m;
+        if (x < 0 || x >= p.n_as) {
+            if (lane == 0) *out = 0.0f;
+            continue;
+        }
+        const float * yc[1] = {reinterpret_cast<const float *>(p.y + (e % p.ne11) * p.y_nb1 + t * p.y_nb2)};
+        float acc[1] = {0.0f};
+        row_dot<T, 1>(p.a + x * p.a_nb2 + m * p.a_nb1, yc, 1, p.K, p.a_vec, acc);
+        const float s = warp_sum(acc[0]);
+        if (lane == 0) *out = s;
+    }
+}
+
+template <int T> void launch_t(const Args & p, cudaStream_t st) {
+    const dim3 grid(unsigned((p.M + kWarps - 1) / kWarps), grid_yz(p.ne12 * p.ne13));
+    const dim3 block(kWarps * 32);
+    if (p.N <= 1) {
+        mmv_kernel<T, 1><<<grid, block, 0, st>>>(p);
+    } else if (p.N <= 2) {
+        mmv_kernel<T, 2><<<grid, block, 0, st>>>(p);
+    } else if (p.N <= 4) {
+        mmv_kernel<T, 4><<<grid, block, 0, st>>>(p);
+    } else {
+        mmv_kernel<T, 8><<<grid, block, 0, st>>>(p);
+    }
+}
+
+template <int T> void launch_id_t(const IdArgs & p, cudaStream_t st) {
+    const dim3 grid(unsigned((p.M + kWarps - 1) / kWarps), grid_yz(p.n_used * p.n_tok));
+    mmv_id_kernel<T><<<grid, kWarps * 32, 0, st>>>(p);
+}
+
+// Calls F<type>() for the weight type, false when there is no kernel for it.
+template <typename F> bool dispatch_type(ggml_type t, F && f) {
+    switch (t) {
+        case GGML_TYPE_F32:  f.template operator()<GGML_TYPE_F32>(); return true;
+        case GGML_TYPE_F16:  f.template operator()<GGML_TYPE_F16>(); return true;
+        case GGML_TYPE_BF16: f.template operator()<GGML_TYPE_BF16>(); return true;
+        case GGML_TYPE_Q4_0: f.template operator()<GGML_TYPE_Q4_0>(); return true;
+        case GGML_TYPE_Q4_1: f.template operator()<GGML_TYPE_Q4_1>(); return true;
+        case GGML_TYPE_Q5_0: f.template operator()<GGML_TYPE_Q5_0>(); return true;
+        case GGML_TYPE_Q5_1: f.template operator()<GGML_TYPE_Q5_1>(); return true;
+        case GGML_TYPE_Q8_0: f.template operator()<GGML_TYPE_Q8_0>(); return true;
+        case GGML_TYPE_Q4_K: f.template operator()<GGML_TYPE_Q4_K>(); return true;
+        case GGML_TYPE_Q5_K: f.template operator()<GGML_TYPE_Q5_K>(); return true;
+        case GGML_TYPE_Q6_K: f.template operator()<GGML_TYPE_Q6_K>(); return true;
+        default:             return false;
+    }
+}
+
+struct VecLauncher {
+    const Args & p;
+    cudaStream_t st;
+    template <int T> void operator()() const { launch_t<T>(p, st); }
+};
+
+struct VecIdLauncher {
+    const IdArgs & p;
+    cudaStream_t st;
+    template <int T> void operator()() const { launch_id_t<T>(p, st); }
+};
+
+struct Nop {
+    template <int T> void operator()() const {}
+};
+
+} // namespace
+
+bool vec_type_ok(ggml_type t) { return dispatch_type(t, Nop{}); }
+
+void launch_vec(ggml_type t, const Args & p, cudaStream_t st) { dispatch_type(t, VecLauncher{p, st}); }
+
+void launch_vec_id(ggml_type t, const IdArgs & p, cudaStream_t st) { dispatch_type(t, VecIdLauncher{p, st}); }
+
+} // namespace standin::kernels::cuda::mm

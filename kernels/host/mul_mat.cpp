@@ -1,0 +1,308 @@
+// MUL_MAT: dst = src0 (weights, K x M per matrix) times src1 (K x N), so
+//   dst[m, n, i2, i3] = sum_k src0[k, m, i2 / r2, i3 / r3] * src1[k, n, i2, i3]
+// with r2 = ne12 / ne02 and r3 = ne13 / ne03 (src0 broadcast over dims 2, 3).
+// src0: F32, F16, BF16 or a block type with a kernel in mul_mat_q.cpp;
+// src1: any of F32, F16, BF16 (the support predicate claims F32, and F16/BF16
+// under weights of the same type); dst: F32. src0 and dst rows must be
+// contiguous in dim 0 (nb0 = element or block size); every other stride, and
+// all of src1's, is free, so permuted and strided views work.
+//
+// Block-quantized weights: every src1 row is first quantized to int8 groups
+// (Note [activation blocks], vec_dot.h) and the integer kernels of
+// mul_mat_q.cpp do the rest. Float weights: src1 is used as f32, rounded to the
+// weight type first under F16/BF16 weights as ggml-cpu does (converted into
+// scratch unless it is f32 with contiguous rows under f32 weights), and weight
+// rows are converted from F16/BF16 on the fly inside FMA loops.
+//
+// Work is split into tiles of up to kTileRows weight rows x kTileCols src1
+// rows per matrix, spread over the pool (weight-row tiles vary fastest, so
+// consecutive tiles share src1 rows in cache); inside a tile, micro-kernels
+// compute R x C outputs at once so a weight row loaded from cache serves C
+// columns and an activation load serves R rows.
+//
+// Test: test-backend-ops -b STANDIN_HOST0 -o MUL_MAT; time: `perf -o MUL_MAT`
+// against -b CPU; tests/kernels/test_quants.cpp (QuantMatMul) sweeps every
+// weight type over the micro-kernel shapes against a double-precision product.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/common/quants.h"
+#include "kernels/host/elem.h"
+#include "kernels/host/host_kernels.h"
+#include "kernels/host/vec_dot.h"
+#include "runtime/host/host_device.h"
+
+namespace standin::kernels::host {
+
+namespace {
+
+constexpr int64_t kTileRows = 16;
+constexpr int64_t kTileCols = 32;
+
+// Scratch for converted or quantized src1, reused across calls on this thread
+// (a stream runs one kernel at a time on its calling thread).
+std::vector<char> & scratch(size_t bytes) {
+    thread_local std::vector<char> buf;
+    if (buf.size() < bytes) {
+        buf.resize(bytes);
+    }
+    return buf;
+}
+
+// --- float weights ---------------------------------------------------------------
+
+template <ggml_type T>
+inline __m256 load8(const char * p) {
+    if constexpr (T == GGML_TYPE_F32) {
+        return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
+    } else if constexpr (T == GGML_TYPE_F16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    } else {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+}
+
+struct FTile {
+    const char *  x;         // first weight row
+    size_t        x_stride;  // bytes between weight rows
+    int64_t       nrows;
+    const char *  y;         // first src1 row (f32, contiguous)
+    size_t        y_stride;  // bytes between src1 rows
+    int64_t       ncols;
+    int64_t       K;
+    float *       out;
+    int64_t       out_col_stride;  // floats
+};
+
+template <ggml_type T, int R, int C>
+void fmicro(const FTile & t, int64_t r0, int64_t c0) {
+    constexpr size_t es = T == GGML_TYPE_F32 ? 4 : 2;
+    const char *  x[R];
+    const float * y[C];
+    for (int r = 0; r < R; ++r) x[r] = t.x + (r0 + r) * t.x_stride;
+    for (int c = 0; c < C; ++c) y[c] = reinterpret_cast<const float *>(t.y + (c0 + c) * t.y_stride);
+    __m256 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= t.K; k += 8) {
+        __m256 xv[R];
+        for (int r = 0; r < R; ++r) xv[r] = load8<T>(x[r] + k * es);
+        for (int c = 0; c < C; ++c) {
+            const __m256 yv = _mm256_loadu_ps(y[c] + k);
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], yv, acc[r][c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        float * o = t.out + (c0 + c) * t.out_col_stride + r0;
+        for (int r = 0; r < R; ++r) {
+            float s = mm::hsum(acc[r][c]);
+            for (int64_t kk = k; kk < t.K; ++kk) s += load_f(T, x[r] + kk * es) * y[c][kk];
+            o[r] = s;
+        }
+    }
+}
+
+template <ggml_type T, int C>
+void frows(const FTile & t, int64_t c0) {
+    int64_t r = 0;
+    for (; r + 4 <= t.nrows; r += 4) fmicro<T, 4, C>(t, r, c0);
+    for (; r < t.nrows; ++r) fmicro<T, 1, C>(t, r, c0);
+}
+
+template <ggml_type T>
+void ftile(const FTile & t) {
+    int64_t c = 0;
+    for (; c + 2 <= t.ncols; c += 2) frows<T, 2>(t, c);
+    for (; c < t.ncols; ++c) frows<T, 1>(t, c);
+}
+
+using FTileFn = void (*)(const FTile &);
+
+FTileFn ftile_for(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32:  return ftile<GGML_TYPE_F32>;
+        case GGML_TYPE_F16:  return ftile<GGML_TYPE_F16>;
+        case GGML_TYPE_BF16: return ftile<GGML_TYPE_BF16>;
+        default:             return nullptr;
+    }
+}
+
+// --- the driver ------------------------------------------------------------------
+
+struct Shape {
+    int64_t K, M, N, ne12, ne13, r2, r3;
+    int64_t row_tiles, col_tiles;
+    int64_t tiles() const { return ne12 * ne13 * row_tiles * col_tiles; }
+};
+
+// Tile t -> (i12, i13, first weight row, first src1 row); row tiles vary fastest
+// so that consecutive tiles reuse the same src1 rows from cache.
+struct TileIndex {
+    int64_t i12, i13, m0, n0;
+};
+TileIndex tile_index(const Shape & s, int64_t t) {
+    TileIndex ti;
+    ti.m0 = (t % s.row_tiles) * kTileRows;
+    t /= s.row_tiles;
+    ti.n0 = (t % s.col_tiles) * kTileCols;
+    t /= s.col_tiles;
+    ti.i12 = t % s.ne12;
+    ti.i13 = t / s.ne12;
+    return ti;
+}
+
+// y = x rounded to F16 or BF16 and back (x may be y).
+void round_row(ggml_type t, const float * x, float * y, int64_t n) {
+    int64_t k = 0;
+    if (t == GGML_TYPE_F16) {
+        for (; k + 8 <= n; k += 8) {
+            const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + k), _MM_FROUND_TO_NEAREST_INT);
+            _mm256_storeu_ps(y + k, _mm256_cvtph_ps(h));
+        }
+    }
+    for (; k < n; ++k) {
+        y[k] = t == GGML_TYPE_F16 ? num::fp16_to_f32(num::f32_to_fp16(x[k])) : num::bf16_to_f32(num::f32_to_bf16(x[k]));
+    }
+}
+
+// Row n of src1 in matrix (i12, i13) as f32: in place when possible, else
+// converted into tmp.
+const float * src1_row_f32(const ggml_tensor * b, int64_t n, int64_t i12, int64_t i13, float * tmp) {
+    const char * p = static_cast<const char *>(b->data) + n * b->nb[1] + i12 * b->nb[2] + i13 * b->nb[3];
+    if (b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float)) {
+        return reinterpret_cast<const float *>(p);
+    }
+    for (int64_t k = 0; k < b->ne[0]; ++k) tmp[k] = load_f(b->type, p + k * b->nb[0]);
+    return tmp;
+}
+
+bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape & s, mm::QTileFn fn) {
+    const ggml_tensor * a = node->src[0];
+    const ggml_tensor * b = node->src[1];
+    const int64_t group = mm::act_group(a->type);
+    // Scratch: per column K int8, K/32 floats of d, K/32 of s, K/2 int16 sums.
+    const int64_t ncols = s.N * s.ne12 * s.ne13;
+    const size_t  q_bytes = (size_t(ncols * s.K) + 63) & ~size_t(63);
+    const size_t  f_bytes = (size_t(ncols * (s.K / 32)) * sizeof(float) + 63) & ~size_t(63);
+    std::vector<char> & buf = scratch(q_bytes + 2 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
+    int8_t *  q    = reinterpret_cast<int8_t *>(buf.data());
+    float *   d    = reinterpret_cast<float *>(buf.data() + q_bytes);
+    float *   sm   = reinterpret_cast<float *>(buf.data() + q_bytes + f_bytes);
+    int16_t * sums = reinterpret_cast<int16_t *>(buf.data() + q_bytes + 2 * f_bytes);
+
+    pool.parallel_for(ncols, std::max<int64_t>(1, 4096 / s.K), [&](int64_t c0, int64_t c1) {
+        std::vector<float> tmp(b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) ? 0 : size_t(s.K));
+        for (int64_t c = c0; c < c1; ++c) {
+            const int64_t n = c % s.N, i12 = (c / s.N) % s.ne12, i13 = c / (s.N * s.ne12);
+            const float * x = src1_row_f32(b, n, i12, i13, tmp.data());
+            if (group == 32) {
+                mm::quantize_act_32(x, s.K, q + c * s.K, d + c * (s.K / 32), sm + c * (s.K / 32), sums + c * (s.K / 2));
+            } else {
+                mm::quantize_act_256(x, s.K, q + c * s.K, d + c * (s.K / 256), sums + c * (s.K / 2));
+            }
+        }
+    });
+
+    const mm::Act act{q, d, sm, sums, s.K};
+    pool.parallel_for(s.tiles(), 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const TileIndex ti = tile_index(s, t);
+            mm::QTile tile;
+            tile.x = static_cast<const char *>(a->data) + ti.m0 * a->nb[1] + (ti.i12 / s.r2) * a->nb[2] +
+                     (ti.i13 / s.r3) * a->nb[3];
+            tile.x_stride = a->nb[1];
+            tile.nrows = std::min(kTileRows, s.M - ti.m0);
+            tile.act = act;
+            tile.c0 = (ti.i13 * s.ne12 + ti.i12) * s.N + ti.n0;
+            tile.ncols = std::min(kTileCols, s.N - ti.n0);
+            tile.out = reinterpret_cast<float *>(static_cast<char *>(node->data) + ti.n0 * node->nb[1] +
+                                                 ti.i12 * node->nb[2] + ti.i13 * node->nb[3]) + ti.m0;
+            tile.out_col_stride = int64_t(node->nb[1] / sizeof(float));
+            fn(tile);
+        }
+    });
+    return true;
+}
+
+bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape & s, FTileFn fn) {
+    const ggml_tensor * a = node->src[0];
+    const ggml_tensor * b = node->src[1];
+    // src1 rows: in place when f32 with contiguous rows under f32 weights, else
+    // converted. Under F16/BF16 weights they are rounded to that type first, as
+    // ggml-cpu does (its vec_dot_type), so that both compute the same products.
+    const bool round_y  = a->type != GGML_TYPE_F32;
+    const bool in_place = !round_y && b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float);
+    const char * y = static_cast<const char *>(b->data);
+    size_t y_nb1 = b->nb[1], y_nb2 = b->nb[2], y_nb3 = b->nb[3];
+    if (!in_place) {
+        const int64_t ncols = s.N * s.ne12 * s.ne13;
+        std::vector<char> & buf = scratch(size_t(ncols * s.K) * sizeof(float));
+        float * f = reinterpret_cast<float *>(buf.data());
+        pool.parallel_for(ncols, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.K)), [&](int64_t c0, int64_t c1) {
+            for (int64_t c = c0; c < c1; ++c) {
+                const int64_t n = c % s.N, i12 = (c / s.N) % s.ne12, i13 = c / (s.N * s.ne12);
+                float * row = f + c * s.K;
+                const float * x = src1_row_f32(b, n, i12, i13, row);
+                if (round_y) {
+                    round_row(a->type, x, row, s.K);
+                }
+            }
+        });
+        y = buf.data();
+        y_nb1 = size_t(s.K) * sizeof(float);
+        y_nb2 = y_nb1 * size_t(s.N);
+        y_nb3 = y_nb2 * size_t(s.ne12);
+    }
+    pool.parallel_for(s.tiles(), 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const TileIndex ti = tile_index(s, t);
+            FTile tile;
+            tile.x = static_cast<const char *>(a->data) + ti.m0 * a->nb[1] + (ti.i12 / s.r2) * a->nb[2] +
+                     (ti.i13 / s.r3) * a->nb[3];
+            tile.x_stride = a->nb[1];
+            tile.nrows = std::min(kTileRows, s.M - ti.m0);
+            tile.y = y + ti.n0 * y_nb1 + ti.i12 * y_nb2 + ti.i13 * y_nb3;
+            tile.y_stride = y_nb1;
+            tile.ncols = std::min(kTileCols, s.N - ti.n0);
+            tile.K = s.K;
+            tile.out = reinterpret_cast<float *>(static_cast<char *>(node->data) + ti.n0 * node->nb[1] +
+                                                 ti.i12 * node->nb[2] + ti.i13 * node->nb[3]) + ti.m0;
+            tile.out_col_stride = int64_t(node->nb[1] / sizeof(float));
+            fn(tile);
+        }
+    });
+    return true;
+}
+
+} // namespace
+
+bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
+    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+    const ggml_tensor * a = node->src[0];
+    const ggml_tensor * b = node->src[1];
+    const mm::QTileFn qfn = mm::qtile_for(a->type);
+    const FTileFn     ffn = ftile_for(a->type);
+    if ((qfn == nullptr && ffn == nullptr) || !is_float_type(b->type) || node->type != GGML_TYPE_F32) {
+        return false;  // the support predicate (op_table.cpp) refuses these
+    }
+    Shape s;
+    s.K = a->ne[0];
+    s.M = a->ne[1];
+    s.N = b->ne[1];
+    s.ne12 = b->ne[2];
+    s.ne13 = b->ne[3];
+    s.r2 = s.ne12 / a->ne[2];
+    s.r3 = s.ne13 / a->ne[3];
+    s.row_tiles = (s.M + kTileRows - 1) / kTileRows;
+    s.col_tiles = (s.N + kTileCols - 1) / kTileCols;
+    if (s.tiles() == 0) {
+        return true;
+    }
+    return qfn != nullptr ? mul_mat_quant(pool, node, s, qfn) : mul_mat_float(pool, node, s, ffn);
+}
+
+} // namespace standin::kernels::host

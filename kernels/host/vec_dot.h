@@ -1,0 +1,82 @@
+// What mul_mat.cpp (the MUL_MAT driver) and mul_mat_q.cpp (the quantized
+// weight kernels) share: the activation format and the tile entry points.
+// For kernels/host only (built for x86-64-v3: the inline helpers use AVX).
+//
+// Note [activation blocks]
+// For a block-quantized weight matrix, each src1 row (a column of the product)
+// is quantized once per op to int8 with one float scale per group:
+// q = round(x * 127 / absmax), d ~ absmax / 127. The dot product of a weight
+// sub-block of 32 with the matching activation bytes is then an integer dot
+// product (AVX2 maddubs/madd) times the scales. The rounding and the scales are
+// exactly those of ggml-cpu's Q8_0/Q8_1/Q8_K activations, so the integer sums
+// are the ones ggml-cpu computes and results differ from it only by the order
+// of float additions (for Q4_0/Q5_0/Q8_0 matrix-vector products, not even that:
+// test_quants.cpp checks they are bit-identical to ggml-cpu's vec_dot). Any
+// other rounding makes quantized models drift from ggml-cpu: a rounding flip in
+// one layer's activations moves the next layer's, and the logits end up ~1e-4
+// apart in NMSE instead of identical.
+// Two group sizes, as in ggml:
+//   32  for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (one weight block, one group), with
+//       s = d * sum(q) per group for the minimum of Q4_1/Q5_1, and 8 times the
+//       sums of adjacent pairs of q (16 int16 per group) for the offset of
+//       Q4_0/Q5_0, subtracted from maddubs' pair sums in 16-bit;
+//   256 for the K formats (one super-block, one group), with the int16 sums of
+//       q per 16 elements, so that a super-block needs one float multiply-add
+//       and its minimum/offset terms become one more integer dot product.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ggml.h"
+
+namespace standin::kernels::host::mm {
+
+// Quantized src1 rows. Column c's K int8 values start at q + c * K, its
+// scales (one per group) at d + c * (K / group), the 32-group sums s at
+// s + c * (K / 32), and its integer sums at sums + c * (K / 2): for the 32
+// format the 8x pair sums, for the 256 format the 16-element sums (K / 16 used).
+struct Act {
+    const int8_t *  q;
+    const float *   d;
+    const float *   s;
+    const int16_t * sums;
+    int64_t         K;
+};
+
+// The activation group size a weight type needs (32 or 256), 0 if none.
+int64_t act_group(ggml_type type);
+
+// Quantizes K floats (K a multiple of the group) into one activation column.
+void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * s, int16_t * p8);
+void quantize_act_256(const float * x, int64_t K, int8_t * q, float * d, int16_t * bs);
+
+// One tile of dst: rows [0, nrows) of the weight slice starting at x (row
+// stride x_stride bytes) times activation columns [c0, c0 + ncols), written to
+// out + c * out_col_stride + r (c counted from c0, in floats).
+struct QTile {
+    const char * x;
+    size_t       x_stride;
+    int64_t      nrows;
+    Act          act;
+    int64_t      c0;
+    int64_t      ncols;
+    float *      out;
+    int64_t      out_col_stride;
+};
+
+using QTileFn = void (*)(const QTile & tile);
+
+// The tile kernel for a weight type, or nullptr when there is none.
+QTileFn qtile_for(ggml_type type);
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+} // namespace standin::kernels::host::mm

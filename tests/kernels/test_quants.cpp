@@ -1,0 +1,328 @@
+// Our block layouts and dequantisation against ggml's reference, which
+// ggml-base exports (type traits to_float / from_float_ref, ggml_quantize_chunk):
+// the same bytes must decode to bit-identical floats, and our Q8_0/Q4_0
+// quantizers must produce the reference's bytes. This file is compiled without
+// FMA, like ggml-base, so the float operations match one for one.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "kernels/common/quants.h"
+#include "kernels/host/host_kernels.h"
+#include "kernels/op_table.h"
+#include "runtime/host/host_device.h"
+
+using namespace standin;
+
+namespace {
+
+// ggml has no to_float/from_float_ref for F32 itself: a copy.
+void ref_to_float(ggml_type t, const void * x, float * y, int64_t n) {
+    if (t == GGML_TYPE_F32) {
+        std::memcpy(y, x, size_t(n) * sizeof(float));
+    } else {
+        ggml_get_type_traits(t)->to_float(x, y, n);
+    }
+}
+
+void ref_from_float(ggml_type t, const float * x, void * y, int64_t n) {
+    if (t == GGML_TYPE_F32) {
+        std::memcpy(y, x, size_t(n) * sizeof(float));
+    } else {
+        ggml_get_type_traits(t)->from_float_ref(x, y, n);
+    }
+}
+
+const ggml_type kDecodable[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q4_0,
+                                GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
+                                GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (float & f : v) f = u(rng);
+    return v;
+}
+
+// Random bytes make every bit pattern of every field appear (scales, high bits,
+// nibbles); only half-precision scales are kept finite so that the comparison
+// is about our decoding, not about NaN propagation.
+std::vector<uint8_t> random_blocks(ggml_type t, int64_t nblocks, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> bytes(size_t(nblocks) * ggml_type_size(t));
+    for (uint8_t & b : bytes) b = uint8_t(rng());
+    return bytes;
+}
+
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+void expect_same_floats(const std::vector<float> & ours, const std::vector<float> & ref, const char * what) {
+    ASSERT_EQ(ours.size(), ref.size());
+    for (size_t i = 0; i < ours.size(); ++i) {
+        if (std::isnan(ref[i])) {
+            ASSERT_TRUE(std::isnan(ours[i])) << what << " element " << i;
+        } else {
+            ASSERT_EQ(bits(ours[i]), bits(ref[i])) << what << " element " << i << ": " << ours[i] << " vs " << ref[i];
+        }
+    }
+}
+
+} // namespace
+
+TEST(Quants, BlockSizesMatchGgml) {
+    for (ggml_type t : kDecodable) {
+        EXPECT_EQ(quant::block_elems(t), ggml_blck_size(t)) << ggml_type_name(t);
+        EXPECT_EQ(size_t(quant::block_bytes(t)), ggml_type_size(t)) << ggml_type_name(t);
+    }
+    EXPECT_EQ(quant::block_elems(GGML_TYPE_IQ2_XS), 0);
+    EXPECT_FALSE(quant::can_decode(GGML_TYPE_Q2_K));
+}
+
+TEST(Quants, RandomBytesDecodeLikeGgml) {
+    for (ggml_type t : kDecodable) {
+        const int64_t qk = ggml_blck_size(t);
+        const int64_t nblocks = 64 * (qk == 1 ? 32 : 1);
+        const int64_t n = nblocks * qk;
+        std::vector<uint8_t> bytes = random_blocks(t, nblocks, 7u + uint32_t(t));
+        std::vector<float> ref(static_cast<size_t>(n)), ours(static_cast<size_t>(n), -123.0f);
+        ref_to_float(t, bytes.data(), ref.data(), n);
+        ASSERT_TRUE(quant::to_f32_row(t, bytes.data(), ours.data(), n)) << ggml_type_name(t);
+        expect_same_floats(ours, ref, ggml_type_name(t));
+    }
+}
+
+// Blocks made by ggml's quantizer have the value ranges real weights have
+// (random bytes give e.g. huge or infinite half scales).
+TEST(Quants, QuantizedWeightsDecodeLikeGgml) {
+    const int64_t n = 16 * 256;
+    const std::vector<float> x = random_floats(size_t(n), 3);
+    for (ggml_type t : kDecodable) {
+        std::vector<uint8_t> bytes(ggml_row_size(t, n));
+        ggml_quantize_chunk(t, x.data(), bytes.data(), 0, 1, n, nullptr);
+        std::vector<float> ref(static_cast<size_t>(n)), ours(static_cast<size_t>(n));
+        ref_to_float(t, bytes.data(), ref.data(), n);
+        ASSERT_TRUE(quant::to_f32_row(t, bytes.data(), ours.data(), n));
+        expect_same_floats(ours, ref, ggml_type_name(t));
+        // And the decoded values are close to the input: the layouts are not
+        // merely self-consistent but read the fields ggml wrote.
+        double err = 0, sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            err += (ours[size_t(i)] - x[size_t(i)]) * (ours[size_t(i)] - x[size_t(i)]);
+            sum += x[size_t(i)] * x[size_t(i)];
+        }
+        EXPECT_LT(err / sum, 0.01) << ggml_type_name(t);
+    }
+}
+
+// ggml-cpu (libggml-cpu.so) holds the CPU backend's quantizers and dot
+// products; it sits next to libggml-base, which the test links.
+void * open_cpu_backend() {
+    if (void * lib = dlopen("libggml-cpu.so", RTLD_NOW | RTLD_LOCAL)) {
+        return lib;
+    }
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void *>(&ggml_init), &info) == 0 || info.dli_fname == nullptr) {
+        return nullptr;
+    }
+    std::string path = info.dli_fname;
+    path = path.substr(0, path.find_last_of('/') + 1) + "libggml-cpu.so";
+    return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+}
+
+// Inputs for the quantizers: mixed magnitudes, exact zeros, a zero block, and
+// (odd seeds) values rounded to bfloat16, whose short mantissas make exact
+// rounding ties common, so tie handling is really exercised.
+std::vector<float> quantizer_input(int64_t n, uint32_t seed) {
+    std::vector<float> x = random_floats(size_t(n), 100 + seed, -3.0f, 3.0f);
+    for (int64_t i = 0; i < n; i += 7) x[size_t(i)] *= 1e-3f;
+    for (int64_t i = 64; i < 96; ++i) x[size_t(i)] = 0.0f;
+    x[200] = -0.0f;
+    if (seed % 2) {
+        for (float & f : x) f = ggml_bf16_to_fp32(ggml_fp32_to_bf16(f));
+    }
+    return x;
+}
+
+TEST(Quants, QuantizersMatchReference) {
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
+        for (uint32_t seed = 0; seed < 4; ++seed) {
+            const int64_t n = 4096;
+            const std::vector<float> x = quantizer_input(n, seed);
+            std::vector<uint8_t> ref(ggml_row_size(t, n)), ours(ref.size(), 0xAB);
+            ref_from_float(t, x.data(), ref.data(), n);
+            ASSERT_TRUE(quant::from_f32_row(t, x.data(), ours.data(), n));
+            ASSERT_EQ(0, std::memcmp(ours.data(), ref.data(), ref.size())) << ggml_type_name(t) << " seed " << seed;
+        }
+    }
+    EXPECT_FALSE(quant::can_encode(GGML_TYPE_Q4_K));
+    float x[32] = {};
+    uint8_t out[64];
+    EXPECT_FALSE(quant::from_f32_row(GGML_TYPE_Q6_K, x, out, 32));
+}
+
+// Q8_0 follows the CPU backend's quantizer (quants.h says why), which lives in
+// libggml-cpu; the test binary finds it through its rpath.
+TEST(Quants, Q8_0MatchesCpuBackend) {
+    void * lib = open_cpu_backend();
+    if (lib == nullptr) {
+        GTEST_SKIP() << "libggml-cpu.so not found next to libggml-base";
+    }
+    using TraitsFn = const ggml_type_traits_cpu * (*)(ggml_type);
+    using InitFn   = void (*)();
+    auto traits = reinterpret_cast<TraitsFn>(dlsym(lib, "ggml_get_type_traits_cpu"));
+    auto init   = reinterpret_cast<InitFn>(dlsym(lib, "ggml_cpu_init"));
+    ASSERT_NE(traits, nullptr);
+    ASSERT_NE(init, nullptr);
+    init();
+    const ggml_from_float_t cpu_q8_0 = traits(GGML_TYPE_Q8_0)->from_float;
+    ASSERT_NE(cpu_q8_0, nullptr);
+    size_t differs_from_ref = 0;
+    for (uint32_t seed = 0; seed < 6; ++seed) {
+        const int64_t n = 4096;
+        const std::vector<float> x = quantizer_input(n, seed);
+        std::vector<uint8_t> cpu(ggml_row_size(GGML_TYPE_Q8_0, n)), ours(cpu.size(), 0xAB), ref(cpu.size());
+        cpu_q8_0(x.data(), cpu.data(), n);
+        ASSERT_TRUE(quant::from_f32_row(GGML_TYPE_Q8_0, x.data(), ours.data(), n));
+        ASSERT_EQ(0, std::memcmp(ours.data(), cpu.data(), cpu.size())) << "seed " << seed;
+        // The reference differs at most by one step, on ties only.
+        ref_from_float(GGML_TYPE_Q8_0, x.data(), ref.data(), n);
+        for (size_t i = 0; i < ref.size(); ++i) {
+            const int diff = int(int8_t(ours[i])) - int(int8_t(ref[i]));
+            differs_from_ref += diff != 0;
+            if (i % sizeof(quant::BlockQ8_0) >= 2) {
+                ASSERT_LE(std::abs(diff), 1) << i;
+            }
+        }
+    }
+    EXPECT_LT(differs_from_ref, 200u);
+    dlclose(lib);
+}
+
+TEST(Quants, KScaleUnpacking) {
+    // Sub-block j's 6-bit scale and min, packed by hand.
+    uint8_t s[12] = {};
+    const int sc[8] = {1, 22, 33, 63, 5, 40, 17, 62};
+    const int mn[8] = {63, 0, 9, 31, 48, 7, 60, 1};
+    for (int j = 0; j < 4; ++j) {
+        s[j]     = uint8_t(sc[j] | ((sc[j + 4] >> 4) << 6));
+        s[j + 4] = uint8_t(mn[j] | ((mn[j + 4] >> 4) << 6));
+        s[j + 8] = uint8_t((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+    }
+    for (int j = 0; j < 8; ++j) {
+        int a, b;
+        quant::k_scale_min(s, j, a, b);
+        EXPECT_EQ(a, sc[j]) << j;
+        EXPECT_EQ(b, mn[j]) << j;
+    }
+}
+
+// --- MUL_MAT (kernels/host/mul_mat*.cpp) ------------------------------------------
+// Every weight type against a double-precision product of the dequantized
+// weights, over shapes that reach every micro-kernel shape and tail: row counts
+// not a multiple of 4, column counts 1..9 (4-, 2- and 1-column kernels) and K
+// with a partial run of 8 blocks. Tolerance: the activations are quantized to
+// int8 for block weights (NMSE about 1e-5), rounded to F16/BF16 under such
+// weights, exact for F32.
+
+namespace {
+
+struct MatMulCase {
+    ggml_type type;
+    int64_t   K, M, N;
+};
+
+double matmul_nmse(const MatMulCase & mc, uint32_t seed, std::vector<float> * out = nullptr) {
+    ggml_init_params ip = {size_t(64) << 20, nullptr, false};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, mc.type, mc.K, mc.M);
+    ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, mc.K, mc.N);
+    ggml_tensor * c = ggml_mul_mat(ctx, a, b);
+    const std::vector<float> w = random_floats(size_t(mc.K * mc.M), seed);
+    const std::vector<float> x = random_floats(size_t(mc.K * mc.N), seed + 1);
+    if (mc.type == GGML_TYPE_F32) {
+        std::memcpy(a->data, w.data(), w.size() * sizeof(float));
+    } else {
+        ggml_quantize_chunk(mc.type, w.data(), a->data, 0, mc.M, mc.K, nullptr);
+    }
+    std::memcpy(b->data, x.data(), x.size() * sizeof(float));
+    EXPECT_TRUE(kernels::supports(rt::Kind::host, c));
+    rt::host::HostStream stream{2};
+    EXPECT_TRUE(kernels::host::mul_mat(stream, c));
+
+    std::vector<float> deq(size_t(mc.K));
+    double err = 0, ref2 = 0;
+    for (int64_t m = 0; m < mc.M; ++m) {
+        ref_to_float(mc.type, static_cast<const char *>(a->data) + m * a->nb[1], deq.data(), mc.K);
+        for (int64_t n = 0; n < mc.N; ++n) {
+            double r = 0;
+            for (int64_t k = 0; k < mc.K; ++k) r += double(deq[size_t(k)]) * x[size_t(n * mc.K + k)];
+            const double got = static_cast<const float *>(c->data)[n * mc.M + m];
+            err += (got - r) * (got - r);
+            ref2 += r * r;
+        }
+    }
+    if (out) out->assign(static_cast<const float *>(c->data), static_cast<const float *>(c->data) + mc.M * mc.N);
+    ggml_free(ctx);
+    return err / ref2;
+}
+
+} // namespace
+
+TEST(QuantMatMul, AllWeightTypesMatchDequantizedProduct) {
+    for (ggml_type t : kDecodable) {
+        const int64_t qk = ggml_blck_size(t);
+        const int64_t K  = qk == 256 ? 3 * 256 : 11 * 32;  // 11 blocks: one run of 8 and a tail of 3
+        const double  tol = ggml_is_quantized(t) ? 1e-4 : (t == GGML_TYPE_F32 ? 1e-12 : 1e-4);
+        for (int64_t N : {1, 2, 3, 5, 9}) {
+            const MatMulCase mc{t, K, 13, N};
+            EXPECT_LT(matmul_nmse(mc, 40 + uint32_t(N)), tol) << ggml_type_name(t) << " N=" << N;
+        }
+    }
+}
+
+// For the 32-element formats the integer sums, the scales and the order of the
+// float operations are those of ggml-cpu's vec_dot (Note [activation blocks]),
+// so a matrix-vector product is bit-identical to it.
+TEST(QuantMatMul, MatVecIdenticalToCpuBackend) {
+    void * lib = open_cpu_backend();
+    if (lib == nullptr) {
+        GTEST_SKIP() << "libggml-cpu.so not found next to libggml-base";
+    }
+    using TraitsFn = const ggml_type_traits_cpu * (*)(ggml_type);
+    auto traits = reinterpret_cast<TraitsFn>(dlsym(lib, "ggml_get_type_traits_cpu"));
+    ASSERT_NE(traits, nullptr);
+    reinterpret_cast<void (*)()>(dlsym(lib, "ggml_cpu_init"))();
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q8_0}) {
+        const MatMulCase mc{t, 4096 + 96, 9, 1};
+        std::vector<float> ours;
+        matmul_nmse(mc, 7, &ours);
+        // The same inputs through ggml-cpu: quantize the activation row, vec_dot each weight row.
+        std::vector<uint8_t> wq(ggml_row_size(t, mc.K) * size_t(mc.M));
+        const std::vector<float> w = random_floats(size_t(mc.K * mc.M), 7);
+        const std::vector<float> x = random_floats(size_t(mc.K), 8);
+        ggml_quantize_chunk(t, w.data(), wq.data(), 0, mc.M, mc.K, nullptr);
+        const auto * tr = traits(t);
+        std::vector<uint8_t> xq(ggml_row_size(tr->vec_dot_type, mc.K));
+        traits(tr->vec_dot_type)->from_float(x.data(), xq.data(), mc.K);
+        for (int64_t m = 0; m < mc.M; ++m) {
+            float ref = 0;
+            tr->vec_dot(int(mc.K), &ref, 0, wq.data() + m * ggml_row_size(t, mc.K), 0, xq.data(), 0, 1);
+            EXPECT_EQ(bits(ours[size_t(m)]), bits(ref)) << ggml_type_name(t) << " row " << m << ": " << ours[size_t(m)]
+                                                       << " vs " << ref;
+        }
+    }
+    dlclose(lib);
+}
