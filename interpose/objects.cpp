@@ -93,6 +93,14 @@ void SwapScope::swap_one(ggml_tensor * t) {
     }
     ggml_backend_buffer * in = inner_buffer(t->buffer);
     if (in == nullptr) {
+        // Not an outer buffer, but perhaps a buffer of one of our buffer types
+        // that ggml created itself (no allocation behind it).
+        ggml_backend_buffer * b = t->buffer;
+        const void * inner_buft = inner_of(b->buft, ObjKind::buffer_type);
+        if (inner_buft != nullptr) {
+            saved_bufts_.emplace_back(b, b->buft);
+            b->buft = static_cast<ggml_backend_buffer_type *>(const_cast<void *>(inner_buft));
+        }
         return;  // not an outer buffer (or already swapped in this scope)
     }
     in->usage = t->buffer->usage;  // the caller sets usage on the outer buffer
@@ -127,6 +135,9 @@ void SwapScope::collect(ggml_cgraph * g) {
 SwapScope::~SwapScope() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
         it->first->buffer = it->second;
+    }
+    for (auto it = saved_bufts_.rbegin(); it != saved_bufts_.rend(); ++it) {
+        it->first->buft = it->second;
     }
     // Note [audit]: after the restore, no tensor the caller can see may point at
     // a real buffer. Checked once per buffer, with a sample tensor of each.

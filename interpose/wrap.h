@@ -102,6 +102,10 @@ private:
     // A graph's tensors live in a handful of buffers: resolving each buffer
     // once per scope keeps the ownership table off the per-tensor path.
     std::vector<std::pair<ggml_backend_buffer *, ggml_backend_buffer *>> resolved_;
+    // Buffers ggml made itself over one of our buffer types (zero-size
+    // placeholders used to ask supports_op about a weight's placement): their
+    // buft is shown as the inner one for the call, then restored.
+    std::vector<std::pair<ggml_backend_buffer *, ggml_backend_buffer_type *>> saved_bufts_;
 };
 
 // Builds the interposed registry over a loaded real library (never fails: a
