@@ -14,9 +14,12 @@
 // kernels/common/softmax.h) and both products vectorise over rows:
 //   scores: queries stored transposed, 4 keys x 16 rows of FMAs per step;
 //   P.V:    4 rows x 16 value channels of FMAs per key.
-// Tasks with only a couple of rows use plain dot products instead (padding
-// them to 8 lanes would waste most of the FMAs). Tiles in which every row is
-// masked to -inf are skipped. Arithmetic is f32 throughout.
+// Tasks with only a few rows (decode without much GQA) use dot products and
+// axpys straight from the stored K/V rows instead: padding them to 8 lanes
+// would waste most of the FMAs, and the f32 tile copy would double the
+// memory traffic that bounds them. Keys that every row of the
+// task has masked to -inf are dropped from the tile before any K/V work, so
+// causal and sparse masks cost only their visible keys. Arithmetic is f32.
 //
 // Test: test-backend-ops -b STANDIN_HOST0 -o FLASH_ATTN_EXT
 // Time: test-backend-ops perf -b STANDIN_HOST0 -o FLASH_ATTN_EXT
@@ -74,41 +77,48 @@ Shape make_shape(const ggml_tensor * dst) {
 
 struct Scratch {
     std::vector<float> qt;    // [dk][kMaxRows] queries, transposed (blocked scores)
-    std::vector<float> q;     // [kMaxRows][dk] queries (dot-product scores)
+    std::vector<float> q;     // [kMaxRows][dk] queries (few-rows path)
     std::vector<float> o;     // [kMaxRows][dv] running weighted value sums
     std::vector<float> kt;    // [kTileKV][dk] the tile's keys
     std::vector<float> vt;    // [kTileKV][dv] the tile's values
     std::vector<float> sc;    // [kTileKV][rp] scores, then weights
-    std::vector<float> dots;  // [kTileKV][rp] raw q.k
+    std::vector<float> dots;  // blocked: [kTileKV][rp] raw q.k; few rows: [row][kTileKV] scores, weights
     std::vector<num::OnlineSoftmax> st;
+    std::vector<int64_t> keys;  // [kTileKV] key index of each kept tile column
     std::vector<const uint16_t *> mrow;
     std::vector<float> slope, msub, rsum;
     explicit Scratch(const Shape & s)
         : qt(size_t(s.dk * kMaxRows)), q(size_t(kMaxRows * s.dk)), o(size_t(kMaxRows * s.dv)),
           kt(size_t(kTileKV * s.dk)), vt(size_t(kTileKV * s.dv)), sc(size_t(kTileKV * kMaxRows)),
-          dots(size_t(kTileKV * kMaxRows)), st(kMaxRows), mrow(kMaxRows), slope(kMaxRows), msub(kMaxRows),
-          rsum(kMaxRows) {}
+          dots(size_t(kTileKV * kMaxRows)), st(kMaxRows), keys(kTileKV), mrow(kMaxRows), slope(kMaxRows),
+          msub(kMaxRows), rsum(kMaxRows) {}
 };
 
-// Starts a tile's scores with the mask term: sc[c][r] = slope_r * mask_r[c]
-// (0 without a mask, and for padding rows). Returns false when every real
-// row is masked to -inf over the whole tile.
-bool tile_mask(Scratch & w, int64_t rows, int64_t rp, int64_t c0, int64_t nc) {
-    bool any = false;
+// Starts a tile's scores with the mask term, sc[c][r] = slope_r * mask_r[c]
+// (0 without a mask, and for padding rows), then drops the keys that every
+// real row has masked to -inf and packs the rest to the front: w.keys[j] is
+// the key of column j. Returns the number of columns kept (0: skip the tile).
+int64_t tile_mask(Scratch & w, int64_t rows, int64_t rp, int64_t c0, int64_t nc) {
+    float mv[kTileKV];
     for (int64_t r = 0; r < rp; ++r) {
         const uint16_t * m = r < rows ? w.mrow[r] : nullptr;
         if (m == nullptr) {
             for (int64_t c = 0; c < nc; ++c) w.sc[size_t(c * rp + r)] = 0.0f;
-            any = any || r < rows;
             continue;
         }
-        for (int64_t c = 0; c < nc; ++c) {
-            const float mv = w.slope[r] * num::fp16_to_f32(m[c0 + c]);
-            w.sc[size_t(c * rp + r)] = mv;
-            any = any || mv != -INFINITY;
-        }
+        simd::row_to_f32(GGML_TYPE_F16, m + c0, mv, nc);
+        for (int64_t c = 0; c < nc; ++c) w.sc[size_t(c * rp + r)] = w.slope[r] * mv[c];
     }
-    return any;
+    int64_t kept = 0;
+    for (int64_t c = 0; c < nc; ++c) {
+        const float * col = &w.sc[size_t(c * rp)];
+        bool visible = false;
+        for (int64_t r = 0; r < rows && !visible; ++r) visible = col[r] != -INFINITY;
+        if (!visible) continue;
+        if (kept != c) std::copy_n(col, rp, &w.sc[size_t(kept * rp)]);
+        w.keys[kept++] = c0 + c;
+    }
+    return kept;
 }
 
 // dots[c][r] for NC keys starting at c and NV row vectors starting at rv.
@@ -138,16 +148,7 @@ void score_block_v(int nv, const float * qt, int64_t rp, const float * kt, int64
     else         score_block<NC, 1>(qt, rp, kt, dk, c, rv, dots);
 }
 
-void tile_dots(const Shape & s, Scratch & w, int64_t rows, int64_t rp, int64_t nc) {
-    if (rows < kMinRowsBlocked) {
-        for (int64_t r = 0; r < rows; ++r) {
-            const float * qr = &w.q[size_t(r * s.dk)];
-            for (int64_t c = 0; c < nc; ++c) {
-                w.dots[size_t(c * rp + r)] = simd::dot_f32(qr, &w.kt[size_t(c * s.dk)], s.dk);
-            }
-        }
-        return;
-    }
+void tile_dots(const Shape & s, Scratch & w, int64_t rp, int64_t nc) {
     const int64_t nvec = rp / 8;
     for (int64_t c = 0; c < nc; c += 4) {
         const int64_t ncb = std::min<int64_t>(4, nc - c);
@@ -160,6 +161,139 @@ void tile_dots(const Shape & s, Scratch & w, int64_t rows, int64_t rp, int64_t n
                 default: score_block_v<1>(nv, w.qt.data(), rp, w.kt.data(), s.dk, c, rv, w.dots.data()); break;
             }
         }
+    }
+}
+
+// --- few rows: K and V are read in their stored type, without a tile copy ---
+
+template <ggml_type T> inline __m256 load8(const char * row, int64_t i) {
+    if constexpr (T == GGML_TYPE_F32) return _mm256_loadu_ps(reinterpret_cast<const float *>(row) + i);
+    else if constexpr (T == GGML_TYPE_F16) return simd::load8_f16(reinterpret_cast<const uint16_t *>(row) + i);
+    else return simd::load8_bf16(reinterpret_cast<const uint16_t *>(row) + i);
+}
+
+template <ggml_type T> inline float load1(const char * row, int64_t i) {
+    return load_f(T, row + i * (T == GGML_TYPE_F32 ? 4 : 2));
+}
+
+template <ggml_type T> float dot_row(const char * k, const float * q, int64_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(load8<T>(k, i), _mm256_loadu_ps(q + i), a0);
+        a1 = _mm256_fmadd_ps(load8<T>(k, i + 8), _mm256_loadu_ps(q + i + 8), a1);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load8<T>(k, i), _mm256_loadu_ps(q + i), a0);
+    float acc = simd::hsum(_mm256_add_ps(a0, a1));
+    for (; i < n; ++i) acc += load1<T>(k, i) * q[i];
+    return acc;
+}
+
+template <ggml_type T> void axpy_row(float * o, const char * v, float p, int64_t n) {
+    const __m256 vp = _mm256_set1_ps(p);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(load8<T>(v, i), vp, _mm256_loadu_ps(o + i)));
+    for (; i < n; ++i) o[i] += load1<T>(v, i) * p;
+}
+
+// Scores of the few-rows path, row-major: w.dots[r][c] = mask term (from
+// the key-major w.sc) + score(q_r . k(keys[c])); each key row is read once
+// for all rows.
+template <ggml_type T>
+void scores_direct(const Shape & s, Scratch & w, const char * kbase, size_t nb1, int64_t rows, int64_t rp,
+                   int64_t nc, const num::AttnParams & ap) {
+    for (int64_t c = 0; c < nc; ++c) {
+        const char * krow = kbase + w.keys[c] * nb1;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float m = w.sc[size_t(c * rp + r)];
+            float & out = w.dots[size_t(r * kTileKV + c)];
+            out = m == -INFINITY ? m
+                                 : m + num::attn_score(dot_row<T>(krow, &w.q[size_t(r * s.dk)], s.dk), ap.scale,
+                                                       ap.logit_softcap);
+        }
+    }
+}
+
+// Online softmax of the few-rows path, vectorised over the tile's keys;
+// leaves the weights in w.dots[r][c].
+void softmax_direct(const Shape & s, Scratch & w, int64_t rows, int64_t nc) {
+    for (int64_t r = 0; r < rows; ++r) {
+        float * row = &w.dots[size_t(r * kTileKV)];
+        __m256 vmax = _mm256_set1_ps(-INFINITY);
+        int64_t c = 0;
+        for (; c + 8 <= nc; c += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + c));
+        float mx = simd::hmax(vmax);
+        for (; c < nc; ++c) mx = std::max(mx, row[c]);
+        num::OnlineSoftmax & st = w.st[r];
+        const float f = st.rescale_to(mx);
+        if (f != 1.0f) simd::scale(&w.o[size_t(r * s.dv)], f, s.dv);
+        const float msub = st.m == -INFINITY ? 0.0f : st.m;  // all -inf so far: weights 0
+        const __m256 vm = _mm256_set1_ps(msub);
+        __m256 vsum = _mm256_setzero_ps();
+        for (c = 0; c + 8 <= nc; c += 8) {
+            const __m256 e = simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
+            _mm256_storeu_ps(row + c, e);
+            vsum = _mm256_add_ps(vsum, e);
+        }
+        float sum = simd::hsum(vsum);
+        for (; c < nc; ++c) {
+            row[c] = simd::exp1(row[c] - msub);
+            sum += row[c];
+        }
+        st.add(sum);
+    }
+}
+
+// o[i] += sum_j p[j] * v_j[i] over four value rows: one pass over o per four keys.
+template <ggml_type T> void axpy4_row(float * o, const char * const v[4], const float p[4], int64_t n) {
+    const __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]);
+    const __m256 p2 = _mm256_set1_ps(p[2]), p3 = _mm256_set1_ps(p[3]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 acc = _mm256_fmadd_ps(load8<T>(v[0], i), p0, _mm256_loadu_ps(o + i));
+        acc = _mm256_fmadd_ps(load8<T>(v[1], i), p1, acc);
+        acc = _mm256_fmadd_ps(load8<T>(v[2], i), p2, acc);
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(load8<T>(v[3], i), p3, acc));
+    }
+    for (; i < n; ++i) {
+        o[i] += load1<T>(v[0], i) * p[0] + load1<T>(v[1], i) * p[1] + load1<T>(v[2], i) * p[2] +
+                load1<T>(v[3], i) * p[3];
+    }
+}
+
+// o_r += sum_c w.dots[r][c] * v(keys[c]).
+template <ggml_type T>
+void pv_direct(const Shape & s, Scratch & w, const char * vbase, size_t nb1, int64_t rows, int64_t nc) {
+    int64_t c = 0;
+    for (; c + 4 <= nc; c += 4) {
+        const char * const vrow[4] = {vbase + w.keys[c] * nb1, vbase + w.keys[c + 1] * nb1,
+                                      vbase + w.keys[c + 2] * nb1, vbase + w.keys[c + 3] * nb1};
+        for (int64_t r = 0; r < rows; ++r) {
+            const float * p = &w.dots[size_t(r * kTileKV + c)];
+            axpy4_row<T>(&w.o[size_t(r * s.dv)], vrow, p, s.dv);
+        }
+    }
+    for (; c < nc; ++c) {
+        const char * vrow = vbase + w.keys[c] * nb1;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float p = w.dots[size_t(r * kTileKV + c)];
+            if (p != 0.0f) axpy_row<T>(&w.o[size_t(r * s.dv)], vrow, p, s.dv);
+        }
+    }
+}
+
+void tile_direct(const ggml_tensor * k, const ggml_tensor * v, const Shape & s, Scratch & w, const char * kbase,
+                 const char * vbase, int64_t rows, int64_t rp, int64_t nc, const num::AttnParams & ap) {
+    switch (k->type) {
+        case GGML_TYPE_F32: scores_direct<GGML_TYPE_F32>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
+        case GGML_TYPE_F16: scores_direct<GGML_TYPE_F16>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
+        default:            scores_direct<GGML_TYPE_BF16>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
+    }
+    softmax_direct(s, w, rows, nc);
+    switch (v->type) {
+        case GGML_TYPE_F32: pv_direct<GGML_TYPE_F32>(s, w, vbase, v->nb[1], rows, nc); break;
+        case GGML_TYPE_F16: pv_direct<GGML_TYPE_F16>(s, w, vbase, v->nb[1], rows, nc); break;
+        default:            pv_direct<GGML_TYPE_BF16>(s, w, vbase, v->nb[1], rows, nc); break;
     }
 }
 
@@ -256,24 +390,37 @@ void tile_pv(const Shape & s, Scratch & w, int64_t rows, int64_t rp, int64_t nc)
     }
 }
 
-// One task: heads [h0, h0 + hb) x positions [p0, p0 + qb) of batch i3.
-void run_task(const ggml_tensor * dst, const Shape & s, const num::AttnParams & ap, const num::Alibi & alibi,
-              Scratch & w, int64_t i3, int64_t h0, int64_t p0) {
+// The query rows of one task: heads [h0, h0 + hb) x positions [p0, p0 + np)
+// of batch i3; row r is head h0 + r / np, position p0 + r % np.
+struct Task {
+    int64_t i3, h0, p0, np;
+};
+
+Task task_of(const Shape & s, int64_t t) {
+    const int64_t qbk = t % s.n_qblk;
+    const int64_t hbk = (t / s.n_qblk) % s.n_hblk;
+    Task k{t / (s.n_qblk * s.n_hblk), hbk * s.hb, qbk * s.qb, 0};
+    k.np = std::min(s.qb, s.nq - k.p0);
+    return k;
+}
+
+// Folds keys [c_begin, c_end) into fresh per-row softmax states w.st and
+// value sums w.o for the task's rows.
+void accumulate(const ggml_tensor * dst, const Shape & s, const num::AttnParams & ap, const num::Alibi & alibi,
+                Scratch & w, const Task & t, int64_t c_begin, int64_t c_end) {
     const ggml_tensor * q = dst->src[0];
     const ggml_tensor * k = dst->src[1];
     const ggml_tensor * v = dst->src[2];
     const ggml_tensor * mask = dst->src[3];
-    const ggml_tensor * sinks = dst->src[4];
-    const int64_t np = std::min(s.qb, s.nq - p0);
-    const int64_t rows = s.hb * np;
+    const int64_t rows = s.hb * t.np;
     const int64_t rp = (rows + 7) / 8 * 8;
     const bool blocked = rows >= kMinRowsBlocked;
     if (blocked) std::fill_n(w.qt.begin(), s.dk * rp, 0.0f);
     for (int64_t r = 0; r < rp; ++r) w.st[r] = num::OnlineSoftmax{};
     for (int64_t r = 0; r < rows; ++r) {
-        const int64_t h = h0 + r / np, p = p0 + r % np;
+        const int64_t h = t.h0 + r / t.np, p = t.p0 + r % t.np;
         const float * qr = reinterpret_cast<const float *>(static_cast<const char *>(q->data) + p * q->nb[1] +
-                                                           h * q->nb[2] + i3 * q->nb[3]);
+                                                           h * q->nb[2] + t.i3 * q->nb[3]);
         if (blocked) {
             for (int64_t d = 0; d < s.dk; ++d) w.qt[size_t(d * rp + r)] = qr[d];
         } else {
@@ -281,29 +428,37 @@ void run_task(const ggml_tensor * dst, const Shape & s, const num::AttnParams & 
         }
         w.mrow[r] = mask ? reinterpret_cast<const uint16_t *>(static_cast<const char *>(mask->data) +
                                                                p * mask->nb[1] + (h % mask->ne[2]) * mask->nb[2] +
-                                                               (i3 % mask->ne[3]) * mask->nb[3])
+                                                               (t.i3 % mask->ne[3]) * mask->nb[3])
                          : nullptr;
         w.slope[r] = alibi.slope(uint32_t(h));
     }
     std::fill_n(w.o.begin(), rows * s.dv, 0.0f);
-    const char * kbase = static_cast<const char *>(k->data) + (h0 / s.rk2) * k->nb[2] + (i3 / s.rk3) * k->nb[3];
-    const char * vbase = static_cast<const char *>(v->data) + (h0 / s.rv2) * v->nb[2] + (i3 / s.rv3) * v->nb[3];
+    const char * kbase = static_cast<const char *>(k->data) + (t.h0 / s.rk2) * k->nb[2] + (t.i3 / s.rk3) * k->nb[3];
+    const char * vbase = static_cast<const char *>(v->data) + (t.h0 / s.rv2) * v->nb[2] + (t.i3 / s.rv3) * v->nb[3];
 
-    for (int64_t c0 = 0; c0 < s.nkv; c0 += kTileKV) {
-        const int64_t nc = std::min(kTileKV, s.nkv - c0);
-        if (!tile_mask(w, rows, rp, c0, nc)) continue;
-        for (int64_t c = 0; c < nc; ++c) {
-            simd::row_to_f32(k->type, kbase + (c0 + c) * k->nb[1], &w.kt[size_t(c * s.dk)], s.dk);
-            simd::row_to_f32(v->type, vbase + (c0 + c) * v->nb[1], &w.vt[size_t(c * s.dv)], s.dv);
+    for (int64_t c0 = c_begin; c0 < c_end; c0 += kTileKV) {
+        const int64_t nc = tile_mask(w, rows, rp, c0, std::min(kTileKV, c_end - c0));
+        if (nc == 0) continue;
+        if (!blocked) {
+            tile_direct(k, v, s, w, kbase, vbase, rows, rp, nc, ap);
+            continue;
         }
-        tile_dots(s, w, rows, rp, nc);
+        for (int64_t c = 0; c < nc; ++c) {
+            simd::row_to_f32(k->type, kbase + w.keys[c] * k->nb[1], &w.kt[size_t(c * s.dk)], s.dk);
+            simd::row_to_f32(v->type, vbase + w.keys[c] * v->nb[1], &w.vt[size_t(c * s.dv)], s.dv);
+        }
+        tile_dots(s, w, rp, nc);
         tile_scores(w, rp, nc, ap);
         tile_softmax(s, w, rows, rp, nc);
         tile_pv(s, w, rows, rp, nc);
     }
+}
 
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t h = h0 + r / np, p = p0 + r % np;
+// Adds the sinks, normalises and writes the task's rows from w.st / w.o.
+void finish(ggml_tensor * dst, const Shape & s, Scratch & w, const Task & t) {
+    const ggml_tensor * sinks = dst->src[4];
+    for (int64_t r = 0; r < s.hb * t.np; ++r) {
+        const int64_t h = t.h0 + r / t.np, p = t.p0 + r % t.np;
         num::OnlineSoftmax & st = w.st[r];
         float * o = &w.o[size_t(r * s.dv)];
         if (sinks != nullptr) {
@@ -311,9 +466,56 @@ void run_task(const ggml_tensor * dst, const Shape & s, const num::AttnParams & 
             if (f != 1.0f) simd::scale(o, f, s.dv);
         }
         simd::scale(o, st.inv_sum(), s.dv);
-        char * out = static_cast<char *>(dst->data) + h * dst->nb[1] + p * dst->nb[2] + i3 * dst->nb[3];
+        char * out = static_cast<char *>(dst->data) + h * dst->nb[1] + p * dst->nb[2] + t.i3 * dst->nb[3];
         std::copy_n(o, s.dv, reinterpret_cast<float *>(out));
     }
+}
+
+// Too few tasks to occupy the pool (decode with few KV heads): the keys are
+// split into chunks processed in parallel, each leaving (max, sum, values)
+// per row, and the chunks are merged with the usual rescaling.
+void run_split(rt::host::ThreadPool & pool, ggml_tensor * dst, const Shape & s, const num::AttnParams & ap,
+               const num::Alibi & alibi, int64_t n_tasks, int64_t n_split) {
+    const int64_t chunk = ((s.nkv + n_split - 1) / n_split + kTileKV - 1) / kTileKV * kTileKV;
+    n_split = (s.nkv + chunk - 1) / chunk;
+    const int64_t row_len = s.dv + 2;             // max, sum, then the values
+    const int64_t stride = kMaxRows * row_len;    // per (task, chunk)
+    std::vector<float> part(size_t(n_tasks * n_split * stride));
+    pool.parallel_for(n_tasks * n_split, 1, [&](int64_t j0, int64_t j1) {
+        Scratch w(s);
+        for (int64_t j = j0; j < j1; ++j) {
+            const Task t = task_of(s, j / n_split);
+            const int64_t c0 = (j % n_split) * chunk;
+            accumulate(dst, s, ap, alibi, w, t, c0, std::min(s.nkv, c0 + chunk));
+            float * out = &part[size_t(j * stride)];
+            for (int64_t r = 0; r < s.hb * t.np; ++r) {
+                out[r * row_len]     = w.st[r].m;
+                out[r * row_len + 1] = w.st[r].s;
+                std::copy_n(&w.o[size_t(r * s.dv)], s.dv, out + r * row_len + 2);
+            }
+        }
+    });
+    pool.parallel_for(n_tasks, 1, [&](int64_t t0, int64_t t1) {
+        Scratch w(s);
+        for (int64_t ti = t0; ti < t1; ++ti) {
+            const Task t = task_of(s, ti);
+            for (int64_t r = 0; r < s.hb * t.np; ++r) {
+                num::OnlineSoftmax & st = w.st[r];
+                st = num::OnlineSoftmax{};
+                float * o = &w.o[size_t(r * s.dv)];
+                std::fill_n(o, s.dv, 0.0f);
+                for (int64_t c = 0; c < n_split; ++c) {
+                    const float * in = &part[size_t((ti * n_split + c) * stride + r * row_len)];
+                    if (in[0] == -INFINITY) continue;  // nothing visible in this chunk
+                    const float f = st.rescale_to(in[0]);
+                    const float g = std::exp(in[0] - st.m);
+                    simd::scale_axpy(o, f, in + 2, g, s.dv);
+                    st.add(in[1] * g);
+                }
+            }
+            finish(dst, s, w, t);
+        }
+    });
 }
 
 } // namespace
@@ -324,13 +526,19 @@ bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
     const num::AttnParams ap = num::attn_params_from(reinterpret_cast<const int32_t *>(node->op_params));
     const num::Alibi alibi = num::make_alibi(ap.max_bias, uint32_t(s.nh));
     const int64_t n_tasks = s.nq3 * s.n_hblk * s.n_qblk;
+    // Split the keys only when the tasks leave threads idle and every chunk
+    // keeps at least a few tiles.
+    const int64_t n_split = std::min<int64_t>((2 * pool.size() + n_tasks - 1) / n_tasks, s.nkv / (8 * kTileKV));
+    if (n_tasks < pool.size() && n_split > 1) {
+        run_split(pool, node, s, ap, alibi, n_tasks, n_split);
+        return true;
+    }
     pool.parallel_for(n_tasks, 1, [&](int64_t t0, int64_t t1) {
         Scratch w(s);
-        for (int64_t t = t0; t < t1; ++t) {
-            const int64_t qbk = t % s.n_qblk;
-            const int64_t hbk = (t / s.n_qblk) % s.n_hblk;
-            const int64_t i3 = t / (s.n_qblk * s.n_hblk);
-            run_task(node, s, ap, alibi, w, i3, hbk * s.hb, qbk * s.qb);
+        for (int64_t ti = t0; ti < t1; ++ti) {
+            const Task t = task_of(s, ti);
+            accumulate(node, s, ap, alibi, w, t, 0, s.nkv);
+            finish(node, s, w, t);
         }
     });
     return true;

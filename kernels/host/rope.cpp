@@ -51,11 +51,12 @@ void run(rt::host::ThreadPool & pool, ggml_tensor * dst, float sin_sign) {
     num::rope_yarn_corr_dims(rp.n_dims, rp.n_ctx_orig, rp.freq_base, rp.beta_fast, rp.beta_slow, corr);
     const float theta_scale = num::rope_theta_scale(rp.freq_base, rp.n_dims);
     const int64_t grain = std::max<int64_t>(1, kMinElemsPerTask / std::max<int64_t>(1, ne0));
+    const bool f32 = dst->type == GGML_TYPE_F32;
 
     pool.parallel_for(ggml_nrows(dst), grain, [&](int64_t r0, int64_t r1) {
         std::vector<float> cache(static_cast<size_t>(ncache) + 2);
-        // Rows go through f32 buffers: F16 rows convert 8 lanes at a time,
-        // and untouched channels pass through y unchanged (exact for F16).
+        // F16 rows go through f32 buffers (8 lanes converted at a time; the
+        // round trip is exact for channels that are not rotated).
         std::vector<float> x(static_cast<size_t>(ne0)), y(static_cast<size_t>(ne0));
         int64_t cached_i2 = -1;
         for (int64_t r = r0; r < r1; ++r) {
@@ -68,16 +69,26 @@ void run(rt::host::ThreadPool & pool, ggml_tensor * dst, float sin_sign) {
                 num::rope_cache_fill(rp, p, ff, corr, theta_scale, ncache, sin_sign, cache.data());
                 cached_i2 = i2;
             }
-            simd::row_to_f32(src->type, row_ptr(src, r), x.data(), ne0);
-            std::copy(x.begin(), x.end(), y.begin());
-            if (vision) {
-                rotate(ne0, rp.n_dims, 2, cache.data(), x.data(), y.data());
-            } else if (rp.mode == num::kRopeNormal) {
-                rotate(rp.n_dims, 1, 1, cache.data(), x.data() + rp.n_offs, y.data() + rp.n_offs);
+            // Channels outside the rotated window pass through unchanged:
+            // copy the row first, then overwrite the rotated pairs.
+            const float * xr = x.data();
+            float * yr = y.data();
+            if (f32) {
+                xr = reinterpret_cast<const float *>(row_ptr(src, r));
+                yr = reinterpret_cast<float *>(row_ptr(dst, r));
+                if (xr != yr) std::copy_n(xr, ne0, yr);
             } else {
-                rotate(rp.n_dims, rp.n_dims / 2, 2, cache.data(), x.data() + rp.n_offs, y.data() + rp.n_offs);
+                simd::row_to_f32(src->type, row_ptr(src, r), x.data(), ne0);
+                std::copy(x.begin(), x.end(), y.begin());
             }
-            simd::row_from_f32(dst->type, y.data(), row_ptr(dst, r), ne0);
+            if (vision) {
+                rotate(ne0, rp.n_dims, 2, cache.data(), xr, yr);
+            } else if (rp.mode == num::kRopeNormal) {
+                rotate(rp.n_dims, 1, 1, cache.data(), xr + rp.n_offs, yr + rp.n_offs);
+            } else {
+                rotate(rp.n_dims, rp.n_dims / 2, 2, cache.data(), xr + rp.n_offs, yr + rp.n_offs);
+            }
+            if (!f32) simd::row_from_f32(dst->type, y.data(), row_ptr(dst, r), ne0);
         }
     });
 }
