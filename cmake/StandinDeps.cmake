@@ -37,6 +37,13 @@ set_target_properties(ggml::base PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${STANDIN_GGML_PUBLIC_INCLUDE}")
 message(STATUS "standin: ggml from ${STANDIN_LLAMA_SRC_DIR}, built in ${STANDIN_LLAMA_BUILD_DIR}")
 
+# ggml built with the CPU backend linked in (GGML_BACKEND_DL=OFF; setup-deps
+# step 2b), for the preload-mode tests. Optional: those tests are skipped without it.
+if(STANDIN_LLAMA_LINKED_BIN_DIR AND NOT EXISTS "${STANDIN_LLAMA_LINKED_BIN_DIR}/libggml-cpu.so")
+    message(STATUS "standin: no linked ggml in ${STANDIN_LLAMA_LINKED_BIN_DIR}: preload-mode tests skipped")
+    unset(STANDIN_LLAMA_LINKED_BIN_DIR)
+endif()
+
 # libggml: the backend registry and loader (ggml_backend_load, dev_by_name, ...).
 # Tools link it; the plugin must not (it links ggml-base only).
 find_library(STANDIN_GGML_LIB NAMES ggml PATHS "${STANDIN_LLAMA_BIN_DIR}" NO_DEFAULT_PATH REQUIRED)

@@ -2,6 +2,7 @@
 // global constructor: ggml's own registry is a function-local static too, and
 // touching it from a constructor runs into initialisation order).
 #include <deque>
+#include <mutex>
 
 #include "diag/config.h"
 #include "diag/crash.h"
@@ -88,7 +89,7 @@ void * reg_get_proc_address(ggml_backend_reg_t, const char * name) {
     if (n == "ggml_backend_standin_audit") {
         return reinterpret_cast<void *>(&audit_text);
     }
-    return nullptr;
+    return comm_proc(name);  // tensor split: the all-reduce across our devices
 }
 
 const ggml_backend_reg_i reg_iface = {
@@ -141,9 +142,36 @@ ggml_backend_reg * build_registry() {
 }
 
 
-// Interposed when a real library is configured or found and loads; otherwise
-// (or when it fails, with one log line saying why) standalone.
-ggml_backend_reg * choose_registry() {
+// The tail shared by every interposed mode: a real library is loaded (or, in
+// preload mode, adopted), now wrap it.
+ggml_backend_reg * interposed_registry(const interpose::RealLibrary & lib, const std::string & why) {
+    const diag::Config & cfg = diag::config();
+    std::string warnings;
+    interpose::set_local_ops(interpose::parse_local_ops(cfg.local_ops, warnings));
+    if (!warnings.empty()) {
+        SI_LOG_WARN("GGML_STANDIN_LOCAL_OPS: %s", warnings.c_str());
+    }
+    interpose::audit::set_mode(lib.mode);
+    ggml_backend_reg * reg = interpose::make_registry(lib);
+    if (cfg.crash_handler) {
+        diag::install_crash_handler("interposed");
+    }
+    SI_LOG_INFO("interposing %s (%s, mode %s): %zu device(s), local ops: %s", lib.path.c_str(), why.c_str(), lib.mode,
+                reg->iface.get_device_count(reg), cfg.local_ops.c_str());
+    return reg;
+}
+
+// The real registration function the application is linked to, in preload
+// mode (Note [preload mode]); null otherwise.
+struct PreloadRequest {
+    interpose::RegFn real   = nullptr;
+    const char *     symbol = nullptr;
+};
+
+// Interposed when a real library is configured or found and loads (or, in
+// preload mode, is adopted); otherwise (or when it fails, with one log line
+// saying why) standalone.
+ggml_backend_reg * choose_registry(const PreloadRequest & preload) {
     const diag::Config & cfg = diag::config();
     if (cfg.fault_at("registry")) {
         SI_LOG_ERROR("fault injected (GGML_STANDIN_FAULT=registry): no registry");
@@ -158,6 +186,15 @@ ggml_backend_reg * choose_registry() {
     if (cfg.mode == diag::Config::Mode::standalone) {
         return build_registry();
     }
+    if (preload.real != nullptr) {
+        interpose::RealLibrary lib = interpose::adopt_linked_library(preload.real, preload.symbol);
+        if (!lib.ok()) {
+            fallback_reason() = std::string(interpose::load_error_name(lib.error)) + ": " + lib.detail;
+            SI_LOG_WARN("cannot interpose (%s); falling back to standalone", fallback_reason().c_str());
+            return build_registry();
+        }
+        return interposed_registry(lib, std::string("preloaded over ") + preload.symbol);
+    }
     std::string why;
     const std::string path = interpose::locate_real_library(cfg.real, why);
     if (path.empty() && cfg.mode == diag::Config::Mode::auto_) {
@@ -170,25 +207,34 @@ ggml_backend_reg * choose_registry() {
         SI_LOG_WARN("cannot interpose (%s); falling back to standalone", fallback_reason().c_str());
         return build_registry();
     }
-    std::string warnings;
-    interpose::set_local_ops(interpose::parse_local_ops(cfg.local_ops, warnings));
-    if (!warnings.empty()) {
-        SI_LOG_WARN("GGML_STANDIN_LOCAL_OPS: %s", warnings.c_str());
-    }
-    ggml_backend_reg * reg = interpose::make_registry(lib);
-    if (cfg.crash_handler) {
-        diag::install_crash_handler("interposed");
-    }
-    SI_LOG_INFO("interposing %s (%s): %zu device(s), local ops: %s", path.c_str(), why.c_str(),
-                reg->iface.get_device_count(reg), cfg.local_ops.c_str());
-    return reg;
+    return interposed_registry(lib, why);
 }
+
+// One registry per process, whichever entry point asks first: ggml_backend_init
+// (path and replace mode) or a preloaded registration function. A module that
+// is both preloaded and named by GGML_BACKEND_PATH hands ggml the same
+// registry twice, which ggml's registry ignores the second time.
+std::once_flag g_registry_once;
+ggml_backend_reg * g_registry = nullptr;
+const char * g_preload_symbol = nullptr;  // set when preload mode built it
 
 } // namespace
 
 ggml_backend_reg_t registry() {
-    static ggml_backend_reg * reg = choose_registry();
-    return reg;
+    std::call_once(g_registry_once, [] { g_registry = choose_registry({}); });
+    return g_registry;
+}
+
+ggml_backend_reg_t registry_preloaded(ggml_backend_reg_t (*real)(), const char * symbol, const char ** built_for) {
+    std::call_once(g_registry_once, [&] {
+        // Standalone never stands in for a real library: the application keeps
+        // its real backend, standin's own devices come through GGML_BACKEND_PATH.
+        const bool standalone = diag::config().mode == diag::Config::Mode::standalone;
+        g_registry = choose_registry(standalone ? PreloadRequest{} : PreloadRequest{real, symbol});
+        g_preload_symbol = standalone ? nullptr : symbol;
+    });
+    *built_for = g_preload_symbol;
+    return g_registry;
 }
 
 } // namespace standin::glue

@@ -14,7 +14,10 @@ namespace {
 std::atomic<size_t> g_escapes{0};
 std::atomic<size_t> g_local_nodes{0};
 std::atomic<size_t> g_forwarded{0};
+std::atomic<const char *> g_mode{"standalone"};
 }
+
+void set_mode(const char * mode) { g_mode.store(mode); }
 
 void count_dispatch(size_t local_nodes, size_t forwarded_graphs) {
     g_local_nodes.fetch_add(local_nodes, std::memory_order_relaxed);
@@ -44,6 +47,7 @@ Report report() {
     }
     r.leaks   = c.transient_alive;
     r.escapes = escapes();
+    r.mode    = g_mode.load();
     r.local_nodes      = g_local_nodes.load();
     r.forwarded_graphs = g_forwarded.load();
     return r;
@@ -51,7 +55,7 @@ Report report() {
 
 std::string Report::text() const {
     std::ostringstream s;
-    s << "standin audit: alive";
+    s << "standin audit: mode=" << mode << "; alive";
     for (size_t k = 0; k < size_t(rt::ObjKind::count) && k < 8; ++k) {
         s << ' ' << rt::obj_kind_name(rt::ObjKind(k)) << '=' << alive_by_kind[k];
     }

@@ -16,10 +16,15 @@ bool check_escape(const void * obj, const char * what);
 
 size_t escapes();
 
+// The mode the registry was built in ("standalone", "interposed", "preload"),
+// named in the report. Static strings only.
+void set_mode(const char * mode);
+
 // Dispatch statistics of interposed graph_compute (shown in the report).
 void count_dispatch(size_t local_nodes, size_t forwarded_graphs);
 
 struct Report {
+    const char * mode = "standalone";
     size_t alive_by_kind[8] = {};
     size_t leaks   = 0;  // transient objects still alive
     size_t escapes = 0;

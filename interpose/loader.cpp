@@ -93,6 +93,8 @@ Candidate best_beside_self(const std::string & name) {
 
 // --- the crash guard around the real ggml_backend_init --------------------------
 
+thread_local void * t_initialising = nullptr;  // handle whose ggml_backend_init runs now
+
 const char *     g_guarded_path = nullptr;
 struct sigaction g_prev[32];
 const int        kGuarded[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
@@ -187,7 +189,9 @@ RealLibrary load_real_library(const std::string & path) {
     ggml_backend_reg * reg = nullptr;
     {
         InitCrashGuard guard(path.c_str());
+        t_initialising = r.handle;
         reg = init();
+        t_initialising = nullptr;
     }
     if (reg == nullptr) {
         r.error  = LoadError::init_returned_null;
@@ -197,6 +201,34 @@ RealLibrary load_real_library(const std::string & path) {
     if (reg->api_version != GGML_BACKEND_API_VERSION) {
         r.error  = LoadError::api_version;
         r.detail = "API version " + std::to_string(reg->api_version) + " in " + path + ", standin speaks " +
+                   std::to_string(GGML_BACKEND_API_VERSION);
+        return r;
+    }
+    r.reg   = reg;
+    r.error = LoadError::none;
+    return r;
+}
+
+void * initialising_handle() { return t_initialising; }
+
+RealLibrary adopt_linked_library(RegFn fn, const char * symbol) {
+    RealLibrary r;
+    r.mode = "preload";
+    Dl_info info{};
+    r.path = dladdr(reinterpret_cast<void *>(fn), &info) != 0 && info.dli_fname != nullptr ? info.dli_fname : symbol;
+    ggml_backend_reg * reg = nullptr;
+    {
+        InitCrashGuard guard(r.path.c_str());
+        reg = fn();
+    }
+    if (reg == nullptr) {
+        r.error  = LoadError::init_returned_null;
+        r.detail = std::string(symbol) + " of " + r.path + " returned NULL";
+        return r;
+    }
+    if (reg->api_version != GGML_BACKEND_API_VERSION) {
+        r.error  = LoadError::api_version;
+        r.detail = "API version " + std::to_string(reg->api_version) + " in " + r.path + ", standin speaks " +
                    std::to_string(GGML_BACKEND_API_VERSION);
         return r;
     }

@@ -31,6 +31,10 @@ struct RealLibrary {
     std::string        detail;   // human-readable cause
     ggml_backend_reg * reg = nullptr;
     void *             handle = nullptr;
+    // How the real library was reached, for reports: "interposed" (path or
+    // replace mode: standin opened it) or "preload" (the application is linked
+    // to it and standin was LD_PRELOADed over it; interpose/preload.h).
+    const char *       mode = "interposed";
     bool ok() const { return error == LoadError::none; }
 };
 
@@ -43,6 +47,18 @@ std::string locate_real_library(const std::string & configured, std::string & wh
 // ggml_backend_init is reported (LoadError::init_crashed) before the process
 // dies with the original signal.
 RealLibrary load_real_library(const std::string & path);
+
+// The handle of the real library whose ggml_backend_init this thread is
+// running inside load_real_library, else nullptr. Preload mode uses it to
+// send that library's (tail-)call of its own registration function back to it.
+void * initialising_handle();
+
+// Preload mode: takes the registry of a real library the application is linked
+// to, through the real registration function `fn` (found by the caller with
+// dlsym(RTLD_NEXT)), with the same checks and crash guard as load_real_library.
+// `symbol` names it in reports. handle stays null: standin did not open it.
+using RegFn = ggml_backend_reg * (*)();
+RealLibrary adopt_linked_library(RegFn fn, const char * symbol);
 
 // In replace mode: the score to report so ggml's loader picks this module over
 // the real variants beside it (their best score + 1), or -1 when not in replace mode.

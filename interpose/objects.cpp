@@ -74,15 +74,26 @@ SI_UNWRAP(ggml_backend_event_t, ObjKind::event)
 
 SwapScope::SwapScope() : lock_(swap_lock()) {}
 
-ggml_backend_buffer * SwapScope::inner_buffer(ggml_backend_buffer * outer) {
+// Each distinct buffer is resolved once per scope, with its verdict cached:
+// the inner buffer to show, or nullptr for "nothing to swap" (already inner, or
+// not ours). A graph visits each tensor several times (as a node, as a source,
+// as a view's base) over a handful of buffers, so the ownership table is asked
+// once per buffer instead of once per visit.
+ggml_backend_buffer * SwapScope::inner_buffer(ggml_backend_buffer * b) {
     for (const auto & [o, i] : resolved_) {
-        if (o == outer) return i;
+        if (o == b) return i;
     }
     auto * in = const_cast<ggml_backend_buffer *>(static_cast<const ggml_backend_buffer *>(
-        inner_of(outer, ObjKind::buffer)));
-    resolved_.emplace_back(outer, in);
+        inner_of(b, ObjKind::buffer)));
+    resolved_.emplace_back(b, in);
     if (in != nullptr) {
         resolved_.emplace_back(in, nullptr);  // an already swapped tensor is not swapped again
+    } else if (const void * inner_buft = inner_of(b->buft, ObjKind::buffer_type); inner_buft != nullptr) {
+        // Not an outer buffer, but a buffer of one of our buffer types that
+        // ggml created itself (no allocation behind it): its buft is shown as
+        // the inner one for the call.
+        saved_bufts_.emplace_back(b, b->buft);
+        b->buft = static_cast<ggml_backend_buffer_type *>(const_cast<void *>(inner_buft));
     }
     return in;
 }
@@ -93,15 +104,7 @@ void SwapScope::swap_one(ggml_tensor * t) {
     }
     ggml_backend_buffer * in = inner_buffer(t->buffer);
     if (in == nullptr) {
-        // Not an outer buffer, but perhaps a buffer of one of our buffer types
-        // that ggml created itself (no allocation behind it).
-        ggml_backend_buffer * b = t->buffer;
-        const void * inner_buft = inner_of(b->buft, ObjKind::buffer_type);
-        if (inner_buft != nullptr) {
-            saved_bufts_.emplace_back(b, b->buft);
-            b->buft = static_cast<ggml_backend_buffer_type *>(const_cast<void *>(inner_buft));
-        }
-        return;  // not an outer buffer (or already swapped in this scope)
+        return;  // not an outer buffer, or already swapped in this scope
     }
     in->usage = t->buffer->usage;  // the caller sets usage on the outer buffer
     saved_.emplace_back(t, t->buffer);

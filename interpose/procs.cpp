@@ -7,6 +7,7 @@
 
 #include "diag/log.h"
 #include "interpose/audit.h"
+#include "interpose/router.h"
 #include "runtime/ownership.h"
 
 // Types of the well-known procs (ggml-backend.h, ggml-cpu.h, ggml-cuda.h); the
@@ -63,7 +64,12 @@ void free_handle(OuterHandle * h) {
 
 // --- trampolines ---------------------------------------------------------------------
 
-void t_set_n_threads(ggml_backend_t b, int n) { real<set_n_threads_t>("ggml_backend_set_n_threads")(unwrap(b), n); }
+// The thread count reaches the real library and standin's own local stream
+// (LOCAL_OPS), so both sides of an interposed graph use what the caller asked.
+void t_set_n_threads(ggml_backend_t b, int n) {
+    real<set_n_threads_t>("ggml_backend_set_n_threads")(unwrap(b), n);
+    if (unwrap(b) != b) set_local_threads(outer_backend(b), n);
+}
 void t_set_abort(ggml_backend_t b, ggml_abort_callback cb, void * data) {
     real<set_abort_t>("ggml_backend_set_abort_callback")(unwrap(b), cb, data);
 }
@@ -91,7 +97,7 @@ ggml_backend_feature * t_features(ggml_backend_reg_t) {
             storage.push_back(v);
         };
         add("STANDIN", "1");
-        add("MODE", "interposed");
+        add("MODE", g_reg->lib.mode);
         add("REAL", g_reg->lib.path);
         for (ggml_backend_feature * f = fn ? fn(g_reg->inner) : nullptr; f != nullptr && f->name != nullptr; ++f) {
             add(f->name, f->value != nullptr ? f->value : "");

@@ -15,7 +15,13 @@ namespace standin::interpose {
 
 namespace {
 
-LocalOps g_local;
+// Reached through a function-local static, not a namespace-scope object: in
+// preload mode the registry (and set_local_ops) can run before this module's
+// static initialisers (Note [preload mode]).
+LocalOps & local_state() {
+    static auto * s = new LocalOps;
+    return *s;
+}
 
 // Every name a node can be selected by: the op, and the sub-op of UNARY/GLU.
 bool is_known_op_name(const std::string & n) {
@@ -46,7 +52,7 @@ bool plain_memory(const ggml_tensor * t, rt::Kind kind, ggml_backend_dev_t inner
 }
 
 bool run_locally(const ggml_tensor * node, rt::Kind kind, ggml_backend_dev_t inner_dev) {
-    if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0 || !g_local.selects(node)) return false;
+    if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0 || !local_state().selects(node)) return false;
     const kernels::OpRow * row = kernels::find_row(node);
     if (row == nullptr || !row->local || !kernels::supports(kind, node)) return false;
     if (!plain_memory(node, kind, inner_dev)) return false;
@@ -78,6 +84,7 @@ rt::Stream * stream_for(OuterBackend & b) {
         rt::Device * d = device_for(*b.dev);
         if (d == nullptr) return nullptr;
         b.local_stream = d->create_stream().release();
+        if (b.n_threads > 0) static_cast<rt::Stream *>(b.local_stream)->set_threads(b.n_threads);
     }
     return static_cast<rt::Stream *>(b.local_stream);
 }
@@ -139,8 +146,8 @@ LocalOps parse_local_ops(const std::string & spec, std::string & warnings) {
     return ops;
 }
 
-void set_local_ops(const LocalOps & ops) { g_local = ops; }
-const LocalOps & local_ops() { return g_local; }
+void set_local_ops(const LocalOps & ops) { local_state() = ops; }
+const LocalOps & local_ops() { return local_state(); }
 
 int local_kind_for(ggml_backend_dev_t inner) {
     const enum ggml_backend_dev_type t = inner->iface.get_type(inner);
@@ -154,7 +161,7 @@ int local_kind_for(ggml_backend_dev_t inner) {
 
 ggml_status route_graph(OuterBackend & b, ggml_cgraph * g) {
     const int n = ggml_graph_n_nodes(g);
-    if (g_local.none() || b.dev->local_kind < 0) {
+    if (local_state().none() || b.dev->local_kind < 0) {
         return forward_whole(b, g);
     }
     const rt::Kind kind = rt::Kind(b.dev->local_kind);
@@ -189,6 +196,11 @@ ggml_status route_graph(OuterBackend & b, ggml_cgraph * g) {
         audit::count_dispatch(1, 0);
     }
     return GGML_STATUS_SUCCESS;
+}
+
+void set_local_threads(OuterBackend & b, int n) {
+    b.n_threads = n;
+    if (b.local_stream != nullptr && n > 0) static_cast<rt::Stream *>(b.local_stream)->set_threads(n);
 }
 
 void release_local_stream(OuterBackend & b) {

@@ -30,5 +30,7 @@ int local_kind_for(ggml_backend_dev_t inner);
 
 ggml_status route_graph(OuterBackend & backend, ggml_cgraph * graph);
 void        release_local_stream(OuterBackend & backend);
+// The caller's thread count for the local stream (now, or when it is created).
+void        set_local_threads(OuterBackend & backend, int n);
 
 } // namespace standin::interpose

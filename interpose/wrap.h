@@ -55,6 +55,7 @@ struct OuterBackend {
     OuterDev *     dev   = nullptr;
     std::string    name;
     void *         local_stream = nullptr;  // rt::Stream for local dispatch (router.cpp), created lazily
+    int            n_threads = 0;           // set_n_threads, for the local stream too (0: its default)
 };
 
 struct OuterEvent {
