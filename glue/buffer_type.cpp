@@ -30,9 +30,12 @@ size_t buft_get_alignment(ggml_backend_buffer_type_t buft) { return buft_ctx(buf
 
 size_t buft_get_max_size(ggml_backend_buffer_type_t buft) { return buft_ctx(buft).dev->rt->max_alloc(); }
 
+// A host device's own memory is host memory, but with GGML_STANDIN_HOST_DISCRETE
+// it is announced as device memory (diag/config.h says why); the buffers'
+// own copies still use memcpy (buffer.cpp asks the runtime, not this).
 bool buft_is_host(ggml_backend_buffer_type_t buft) {
     BufferTypeContext & ctx = buft_ctx(buft);
-    return ctx.host || ctx.dev->rt->memory_is_host();
+    return ctx.host || (ctx.dev->rt->memory_is_host() && !ctx.dev->config->host_discrete);
 }
 
 const ggml_backend_buffer_type_i buft_iface = {

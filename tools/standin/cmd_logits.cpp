@@ -8,6 +8,7 @@
 // run shows which ops the chosen device really computed and which went back
 // to the CPU; a run where the chosen device computed nothing is an error,
 // since comparing it would prove nothing.
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -51,11 +52,15 @@ public:
         }
     }
 
+    // Nodes computed by the backends of device `dev`. A backend is usually
+    // named as its device; ggml-rpc's add the endpoint ("RPC0[host:port]"),
+    // and the meta backend of a tensor split lists its devices ("Meta(A,B)").
     int nodes_on(const std::string & dev) const {
-        int  n  = 0;
-        auto it = ops_by_device_.find(dev);
-        if (it != ops_by_device_.end()) {
-            for (const auto & kv : it->second) n += kv.second;
+        int n = 0;
+        for (const auto & [backend, ops] : ops_by_device_) {
+            if (runs_on(backend, dev)) {
+                for (const auto & kv : ops) n += kv.second;
+            }
         }
         return n;
     }
@@ -73,6 +78,17 @@ public:
     }
 
 private:
+    static bool runs_on(const std::string & backend, const std::string & dev) {
+        if (backend == dev || backend.rfind(dev + "[", 0) == 0) {
+            return true;
+        }
+        if (backend.rfind("Meta(", 0) == 0 && backend.back() == ')') {
+            const std::string list = "," + backend.substr(5, backend.size() - 6) + ",";
+            return list.find("," + dev + ",") != std::string::npos;
+        }
+        return false;
+    }
+
     void parse(const std::string & l) {
         static const std::string kSplit = "## SPLIT #";
         if (l.rfind(kSplit, 0) == 0) {
@@ -209,22 +225,81 @@ struct LlamaRun {
     }
 };
 
-// The model with every layer on opt.device, or on ggml-cpu alone for "none"
-// (what `-dev NAME -ngl 99` and `-dev none` do in llama.cpp's tools).
-bool load_model(const LogitsOptions & opt, LlamaRun & run) {
-    const bool         cpu_only   = opt.device == "none";
-    ggml_backend_dev_t devices[2] = {nullptr, nullptr};  // {nullptr} alone: no offload device
-    if (!cpu_only) {
-        devices[0] = ggml_backend_dev_by_name(opt.device.c_str());
-        if (devices[0] == nullptr) {
-            std::fprintf(stderr, "standin logits: no device named %s (try `standin devices`, or none)\n",
-                         opt.device.c_str());
+std::vector<std::string> split_list(const std::string & s) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1) {
+        out.push_back(s.substr(start, comma - start));
+    }
+    out.push_back(s.substr(start));
+    return out;
+}
+
+// Registers the devices of each rpc-server, as llama.cpp's `--rpc` does: the
+// RPC backend (loaded with the others) hands out one registry per endpoint
+// through its proc "ggml_backend_rpc_add_server"; the devices are named
+// RPC0, RPC1, ... in the order the servers are given.
+bool add_rpc_servers(const std::string & endpoints) {
+    ggml_backend_reg_t rpc = ggml_backend_reg_by_name("RPC");
+    if (rpc == nullptr) {
+        std::fprintf(stderr, "standin logits: --rpc needs ggml's RPC backend (libggml-rpc.so beside ggml-cpu)\n");
+        return false;
+    }
+    using add_server_t = ggml_backend_reg_t (*)(const char *);
+    auto add = reinterpret_cast<add_server_t>(ggml_backend_reg_get_proc_address(rpc, "ggml_backend_rpc_add_server"));
+    if (add == nullptr) {
+        std::fprintf(stderr, "standin logits: the RPC backend has no ggml_backend_rpc_add_server\n");
+        return false;
+    }
+    for (const std::string & ep : split_list(endpoints)) {
+        ggml_backend_reg_t reg = add(ep.c_str());
+        if (reg == nullptr) {
+            std::fprintf(stderr, "standin logits: rpc-server %s offers no device\n", ep.c_str());
             return false;
         }
+        ggml_backend_register(reg);
+        for (size_t i = 0; i < ggml_backend_reg_dev_count(reg); ++i) {
+            ggml_backend_dev_t d = ggml_backend_reg_dev_get(reg, i);
+            std::printf("rpc-server %s: device %s\n", ep.c_str(), ggml_backend_dev_name(d));
+        }
     }
+    return true;
+}
+
+// The model with every layer on the listed devices (split across them by
+// opt.split_mode), or on ggml-cpu alone for "none": what `-dev A,B -sm MODE
+// -ngl 99` and `-dev none` do in llama.cpp's tools.
+bool load_model(const LogitsOptions & opt, LlamaRun & run) {
+    const bool                      cpu_only = opt.device == "none";
+    std::vector<ggml_backend_dev_t> devices;
+    if (!cpu_only) {
+        for (const std::string & name : split_list(opt.device)) {
+            ggml_backend_dev_t d = ggml_backend_dev_by_name(name.c_str());
+            if (d == nullptr) {
+                std::fprintf(stderr, "standin logits: no device named %s (try `standin devices`, or none)\n",
+                             name.c_str());
+                return false;
+            }
+            devices.push_back(d);
+        }
+    }
+    // ggml's meta device (tensor split) gives its buffers placeholder
+    // addresses but calls them host memory when every device's is, and
+    // llama's loader then writes through them (a crash): refuse up front.
+    size_t host_bufts = 0;
+    for (ggml_backend_dev_t d : devices) host_bufts += ggml_backend_buft_is_host(ggml_backend_dev_buffer_type(d));
+    if (opt.split_mode == "tensor" && !devices.empty() && host_bufts == devices.size()) {
+        std::fprintf(stderr, "standin logits: --split-mode tensor needs a device whose buffers are not host memory "
+                             "(for standin host devices set GGML_STANDIN_HOST_DISCRETE=1)\n");
+        return false;
+    }
+    devices.push_back(nullptr);  // the list ends with NULL; {NULL} alone: no offload device
     llama_model_params mp = llama_model_default_params();
-    mp.devices      = devices;  // copied by the loader
+    mp.devices      = devices.data();  // copied by the loader
     mp.n_gpu_layers = cpu_only ? 0 : 999;
+    mp.split_mode   = opt.split_mode == "none"   ? LLAMA_SPLIT_MODE_NONE
+                    : opt.split_mode == "tensor" ? LLAMA_SPLIT_MODE_TENSOR
+                                                 : LLAMA_SPLIT_MODE_LAYER;
     run.model = llama_model_load_from_file(opt.model.c_str(), mp);
     if (run.model == nullptr) {
         std::fprintf(stderr, "standin logits: llama.cpp could not load %s\n", opt.model.c_str());
@@ -292,6 +367,9 @@ int cmd_logits(const LogitsOptions & opt) {
         return 2;
     }
     llama_backend_init();
+    if (!opt.rpc.empty() && !add_rpc_servers(opt.rpc)) {
+        return 2;
+    }
     LlamaRun run;
     if (!load_model(opt, run)) {
         return 2;
@@ -311,8 +389,10 @@ int cmd_logits(const LogitsOptions & opt) {
     char desc[128];
     llama_model_desc(run.model, desc, sizeof(desc));
     const bool cpu_only = opt.device == "none";
-    std::printf("model %s (%s), device %s, %zu tokens x %lld vocab\n", opt.model.c_str(), desc,
-                cpu_only ? "none (CPU only)" : opt.device.c_str(), toks.size(), (long long) n_vocab);
+    std::printf("model %s (%s), device %s%s, %zu tokens x %lld vocab\n", opt.model.c_str(), desc,
+                cpu_only ? "none (CPU only)" : opt.device.c_str(),
+                opt.device.find(',') == std::string::npos ? "" : (" split by " + opt.split_mode).c_str(),
+                toks.size(), (long long) n_vocab);
     census.print();
     size_t bad = 0;
     for (float v : logits) bad += !std::isfinite(v);
@@ -324,9 +404,15 @@ int cmd_logits(const LogitsOptions & opt) {
         std::fprintf(stderr, "standin logits: the scheduler printed no assignment (GGML_SCHED_DEBUG ignored?)\n");
         return 1;
     }
-    if (!cpu_only && census.nodes_on(opt.device) == 0) {
-        std::fprintf(stderr, "standin logits: %s computed no node of the graph\n", opt.device.c_str());
-        return 1;
+    std::vector<std::string> used = cpu_only ? std::vector<std::string>{} : split_list(opt.device);
+    if (opt.split_mode == "none") {
+        used.resize(std::min<size_t>(used.size(), 1));  // llama uses the first (main) device alone
+    }
+    for (const std::string & dev : used) {
+        if (census.nodes_on(dev) == 0) {  // each device of a split must take part
+            std::fprintf(stderr, "standin logits: %s computed no node of the graph\n", dev.c_str());
+            return 1;
+        }
     }
     if (!opt.out.empty()) {
         std::ofstream out(opt.out, std::ios::binary);
