@@ -43,7 +43,12 @@ void Stream::copy_to_host_2d(void * dst, size_t dst_stride, const void * src, si
 }
 
 const std::vector<Device *> & enumerate_devices(const EnumerateOptions & opts) {
-    static std::vector<Device *> devices;
+    // Devices live as long as the process (ggml holds device pointers until
+    // exit, and a device's worker threads must not be joined from static
+    // destructors). The list is never destroyed either: a static vector would
+    // be freed at exit and leave its devices unreachable, which LeakSanitizer
+    // rightly reports as a leak.
+    static std::vector<Device *> & devices = *new std::vector<Device *>();
     static std::once_flag once;
     std::call_once(once, [&] {
         for (int i = 0; i < opts.host_devices; ++i) {
