@@ -62,12 +62,15 @@ std::string Config::summary() const {
     std::ostringstream s;
     s << "host_devices=" << host_devices << " threads=" << (threads == 0 ? std::string("auto") : std::to_string(threads))
       << " cuda=" << (cuda ? "on" : "off") << " offload_min_batch=" << offload_min_batch
-      << " debug=" << (debug ? "on" : "off") << " score=" << score << " mode="
+      << " debug=" << (debug ? "on" : "off") << " score=" << score
+      << " cuda_graphs=" << (cuda_graphs ? "on" : "off") << " cublas=" << (cublas ? "on" : "off") << " mode="
       << (mode == Mode::standalone ? "standalone" : mode == Mode::interpose ? "interpose" : "auto");
     if (!real.empty()) s << " real=" << real;
     if (local_ops != "none") s << " local_ops=" << local_ops;
     if (audit) s << " audit=on";
     if (crash_handler) s << " crash_handler=on";
+    if (host_discrete) s << " host_discrete=on";
+    if (profile) s << " profile=on";
     if (!fault.empty()) s << " FAULT=" << fault;
     return s.str();
 }
@@ -75,11 +78,15 @@ std::string Config::summary() const {
 Config parse_config(const EnvLookup & env) {
     Config c;
     read_int(env, "GGML_STANDIN_HOST_DEVICES", 0, 8, c.host_devices, c.warnings);
+    read_bool(env, "GGML_STANDIN_HOST_DISCRETE", c.host_discrete, c.warnings);
     read_int(env, "GGML_STANDIN_THREADS", 0, 512, c.threads, c.warnings);
     read_bool(env, "GGML_STANDIN_CUDA", c.cuda, c.warnings);
     read_int(env, "GGML_OP_OFFLOAD_MIN_BATCH", 0, INT_MAX, c.offload_min_batch, c.warnings);
     read_bool(env, "GGML_STANDIN_DEBUG", c.debug, c.warnings);
     read_int(env, "GGML_STANDIN_SCORE", 0, 1000000, c.score, c.warnings);
+    read_bool(env, "GGML_STANDIN_CUDA_GRAPHS", c.cuda_graphs, c.warnings);
+    read_bool(env, "GGML_STANDIN_CUBLAS", c.cublas, c.warnings);
+    read_bool(env, "GGML_STANDIN_PROFILE", c.profile, c.warnings);
     if (const char * m = env("GGML_STANDIN_MODE"); m != nullptr && *m != '\0') {
         const std::string v(m);
         if (v == "auto") c.mode = Config::Mode::auto_;
@@ -95,6 +102,7 @@ Config parse_config(const EnvLookup & env) {
         static const char * points[] = {"registry", "devices", "props", "backend", "alloc", "copy", "compute", "leak"};
         bool known = false;
         for (const char * p : points) known = known || std::strcmp(p, f) == 0;
+        known = known || (std::strncmp(f, "perturb:", 8) == 0 && f[8] != '\0');  // perturb:OP
         if (known) {
             c.fault = f;
         } else {
@@ -110,7 +118,8 @@ const std::vector<const char *> & config_var_names() {
         "GGML_OP_OFFLOAD_MIN_BATCH", "GGML_STANDIN_DEBUG",   "GGML_STANDIN_SCORE",
         "GGML_STANDIN_MODE",         "GGML_STANDIN_REAL",    "GGML_STANDIN_LOCAL_OPS",
         "GGML_STANDIN_AUDIT",        "GGML_STANDIN_SWARM_SOCKET", "GGML_STANDIN_SWARM_DB",
-        "GGML_STANDIN_CRASH_HANDLER", "GGML_STANDIN_FAULT",
+        "GGML_STANDIN_CRASH_HANDLER", "GGML_STANDIN_FAULT",  "GGML_STANDIN_HOST_DISCRETE",
+        "GGML_STANDIN_CUDA_GRAPHS",  "GGML_STANDIN_CUBLAS",  "GGML_STANDIN_PROFILE",
     };
     return names;
 }

@@ -15,11 +15,23 @@ namespace standin::diag {
 
 struct Config {
     int  host_devices      = 1;     // GGML_STANDIN_HOST_DEVICES   0..8
+    // Host devices present their memory as device memory (buffer type not
+    // is_host), as a discrete GPU does: ggml then moves data with set/get
+    // tensor. Needed for llama's tensor split, whose meta buffers in the
+    // pinned tree cannot hold host-visible simple buffers (README, multi-device).
+    bool host_discrete     = false; // GGML_STANDIN_HOST_DISCRETE  0|1
     int  threads           = 0;     // GGML_STANDIN_THREADS        1..512, 0 = all cores
     bool cuda              = true;  // GGML_STANDIN_CUDA           0|1
     int  offload_min_batch = 32;    // GGML_OP_OFFLOAD_MIN_BATCH   >= 0
     bool debug             = false; // GGML_STANDIN_DEBUG          0|1 (per-graph log lines)
     int  score             = 100;   // GGML_STANDIN_SCORE          0..1000000 (0 = do not load)
+    // CUDA device: replay repeated graphs as CUDA graphs, and run batched
+    // MUL_MAT through cuBLAS (loaded at run time) where it is present.
+    bool cuda_graphs       = true;  // GGML_STANDIN_CUDA_GRAPHS    0|1
+    bool cublas            = true;  // GGML_STANDIN_CUBLAS         0|1
+    // Per-op time profile of standalone graphs (timed per node, so slower),
+    // printed through the log when a backend is freed.
+    bool profile           = false; // GGML_STANDIN_PROFILE        0|1
 
     // Interposition (interpose/): standalone never loads a real library;
     // interpose requires one (and falls back to standalone, with one log line,
@@ -34,8 +46,14 @@ struct Config {
     // GGML_STANDIN_FAULT: make one boot step fail on purpose, so `standin probe`
     // and its tests can show that each failure is found and named. One of
     // registry|devices|props|backend|alloc|copy|compute|leak; empty = none.
+    // perturb:OP (an op name as ggml_op_desc gives it, e.g. perturb:SOFT_MAX)
+    // plants a wrong kernel instead: host devices scale that op's F32 output
+    // after computing it, so `standin ab` and its tests can show it is found.
     std::string fault;
     bool fault_at(const char * point) const { return fault == point; }
+    bool perturbs(const char * op) const {
+        return fault.size() > 8 && fault.compare(0, 8, "perturb:") == 0 && fault.compare(8, std::string::npos, op) == 0;
+    }
 
     // Problems found while parsing, one line each (already logged by from_env).
     std::vector<std::string> warnings;

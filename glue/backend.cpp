@@ -1,6 +1,7 @@
 // The backend (a stream on a device): async copies, synchronize, events, and
 // graph_compute, which walks the graph and runs each node through the op table
 // (Note [op table]).
+#include <algorithm>
 #include <chrono>
 
 #include "diag/crash.h"
@@ -15,9 +16,31 @@ namespace {
 
 const char * backend_get_name(ggml_backend_t backend) { return backend_ctx(backend).dev->name.c_str(); }
 
+// The GGML_STANDIN_PROFILE table: ops by total time, through the log.
+void log_profile(const BackendContext & ctx) {
+    if (ctx.profile.empty()) {
+        return;
+    }
+    std::vector<std::pair<std::string, ProfileEntry>> rows(ctx.profile.begin(), ctx.profile.end());
+    std::sort(rows.begin(), rows.end(), [](const auto & a, const auto & b) { return a.second.ms > b.second.ms; });
+    double total = 0.0;
+    for (const auto & r : rows) total += r.second.ms;
+    SI_LOG_INFO("%s profile: %ld graphs, %.3f ms in kernels", ctx.dev->name.c_str(), ctx.profiled_graphs, total);
+    SI_LOG_INFO("  %-28s %10s %12s %7s %10s", "op", "calls", "total ms", "share", "us/call");
+    for (const auto & r : rows) {
+        SI_LOG_INFO("  %-28s %10ld %12.3f %6.1f%% %10.2f", r.first.c_str(), r.second.calls, r.second.ms,
+                    total > 0 ? 100.0 * r.second.ms / total : 0.0, 1000.0 * r.second.ms / double(r.second.calls));
+    }
+}
+
 void backend_free(ggml_backend_t backend) {
     BackendContext * ctx = &backend_ctx(backend);
     ctx->stream->synchronize();
+    log_profile(*ctx);
+    if (ctx->dev->config->debug) {
+        const std::string stats = ctx->stream->recording_stats();
+        if (!stats.empty()) SI_LOG_INFO("%s: %s", ctx->dev->name.c_str(), stats.c_str());
+    }
     rt::Ownership::instance().remove(backend);
     delete ctx;
     delete backend;
@@ -37,21 +60,58 @@ void backend_get_tensor_async(ggml_backend_t backend, const ggml_tensor * tensor
 
 void backend_synchronize(ggml_backend_t backend) { backend_ctx(backend).stream->synchronize(); }
 
-ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) {
-    BackendContext & ctx = backend_ctx(backend);
+// Everything a node's launch depends on, appended to `key`: equal keys mean
+// the same kernels with the same arguments, so a recording can be replayed.
+void append_node_key(std::vector<uint8_t> & key, const ggml_tensor * t) {
+    auto put = [&key](const void * p, size_t n) {
+        const auto * b = static_cast<const uint8_t *>(p);
+        key.insert(key.end(), b, b + n);
+    };
+    put(&t->op, sizeof(t->op));
+    put(&t->type, sizeof(t->type));
+    put(&t->flags, sizeof(t->flags));
+    put(t->ne, sizeof(t->ne));
+    put(t->nb, sizeof(t->nb));
+    put(&t->data, sizeof(t->data));
+    put(t->op_params, sizeof(t->op_params));
+    for (const ggml_tensor * s : t->src) {
+        if (s == nullptr) {
+            const void * none = nullptr;
+            put(&none, sizeof(none));
+            continue;
+        }
+        put(&s->data, sizeof(s->data));
+        put(&s->type, sizeof(s->type));
+        put(s->ne, sizeof(s->ne));
+        put(s->nb, sizeof(s->nb));
+    }
+}
+
+bool node_has_work(const ggml_tensor * node) {
+    // Nodes without the COMPUTE flag are placeholders another engine (the
+    // meta backend) computes; empty tensors and views have nothing to do.
+    return (node->flags & GGML_TENSOR_FLAG_COMPUTE) != 0 && !ggml_is_empty(node) && !kernels::is_view_op(node->op);
+}
+
+// GGML_STANDIN_FAULT=perturb:OP (diag/config.h): a planted wrong kernel, so the
+// tests of `standin ab` can show it finds one. Host devices only (their memory
+// is the process's), contiguous F32 outputs only.
+void perturb_output(BackendContext & ctx, ggml_tensor * node) {
+    if (ctx.dev->rt->kind() != rt::Kind::host || node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node)) {
+        return;
+    }
+    ctx.stream->synchronize();
+    float * p = static_cast<float *>(node->data);
+    for (int64_t i = 0; i < ggml_nelements(node); ++i) p[i] = p[i] * 1.5f + 0.01f;
+}
+
+// Runs every node through the op table; marks after each one when profiling.
+ggml_status run_nodes(BackendContext & ctx, ggml_cgraph * cgraph, bool profile, std::vector<int> * ran) {
     const rt::Kind kind = ctx.dev->rt->kind();
     const int n_nodes = ggml_graph_n_nodes(cgraph);
-    if (ctx.dev->config->fault_at("compute")) {
-        SI_LOG_ERROR("%s: fault injected (GGML_STANDIN_FAULT=compute)", ctx.dev->name.c_str());
-        return GGML_STATUS_FAILED;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * node = ggml_graph_node(cgraph, i);
-        // Nodes without the COMPUTE flag are placeholders another engine (the
-        // meta backend) computes; empty tensors and views have nothing to do.
-        if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0 || ggml_is_empty(node) ||
-            kernels::is_view_op(node->op)) {
+        if (!node_has_work(node)) {
             continue;
         }
         diag::crash_context_node("graph_compute", ctx.dev->name.c_str(), ggml_op_desc(node), i);
@@ -61,13 +121,80 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
                          ggml_op_desc(node), ggml_type_name(node->type), node->name);
             return GGML_STATUS_FAILED;
         }
+        if (ctx.dev->config->perturbs(ggml_op_desc(node))) {
+            perturb_output(ctx, node);
+        }
+        if (profile) {
+            ctx.stream->profile_mark();
+            ran->push_back(i);
+        }
     }
     diag::crash_context_clear();
-    if (ctx.dev->config->debug) {
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        SI_LOG_DEBUG("%s: %d nodes enqueued in %.3f ms", ctx.dev->name.c_str(), n_nodes, ms);
-    }
     return GGML_STATUS_SUCCESS;
+}
+
+void add_profile(BackendContext & ctx, ggml_cgraph * cgraph, const std::vector<int> & ran,
+                 const std::vector<double> & ms) {
+    for (size_t j = 0; j < ran.size() && j < ms.size(); ++j) {
+        const ggml_tensor * node = ggml_graph_node(cgraph, ran[j]);
+        std::string name = ggml_op_desc(node);
+        if (node->src[0] != nullptr) {
+            name += std::string(" ") + ggml_type_name(node->src[0]->type);
+        }
+        ProfileEntry & e = ctx.profile[name];
+        ++e.calls;
+        e.ms += ms[j];
+    }
+    ++ctx.profiled_graphs;
+}
+
+ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) {
+    BackendContext & ctx = backend_ctx(backend);
+    const diag::Config & cfg = *ctx.dev->config;
+    if (cfg.fault_at("compute")) {
+        SI_LOG_ERROR("%s: fault injected (GGML_STANDIN_FAULT=compute)", ctx.dev->name.c_str());
+        return GGML_STATUS_FAILED;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ggml_status status = GGML_STATUS_SUCCESS;
+    if (cfg.profile) {
+        std::vector<int> ran;
+        ctx.stream->profile_begin();
+        status = run_nodes(ctx, cgraph, true, &ran);
+        const std::vector<double> ms = ctx.stream->profile_end();
+        add_profile(ctx, cgraph, ran, ms);
+    } else if (cfg.cuda_graphs && ctx.dev->rt->kind() == rt::Kind::cuda) {
+        std::vector<uint8_t> key;
+        const int n_nodes = ggml_graph_n_nodes(cgraph);
+        key.reserve(size_t(n_nodes) * 512);
+        for (int i = 0; i < n_nodes; ++i) {
+            const ggml_tensor * node = ggml_graph_node(cgraph, i);
+            if (node_has_work(node)) append_node_key(key, node);
+        }
+        if (ctx.stream->replay(key)) {
+            // Logged at 1, 2, 4, 8, ... replays: the proof, without a line per token.
+            const long n = ++ctx.replays;
+            if (cfg.debug && (n & (n - 1)) == 0) {
+                SI_LOG_INFO("%s: %s", ctx.dev->name.c_str(), ctx.stream->recording_stats().c_str());
+            }
+            return GGML_STATUS_SUCCESS;
+        }
+        if (ctx.stream->begin_recording()) {
+            status = run_nodes(ctx, cgraph, false, nullptr);
+            // A failed recording ran nothing: fall through to run eagerly.
+            if (ctx.stream->end_recording(std::move(key)) || status != GGML_STATUS_SUCCESS) {
+                return status;
+            }
+        }
+        status = run_nodes(ctx, cgraph, false, nullptr);
+    } else {
+        status = run_nodes(ctx, cgraph, false, nullptr);
+    }
+    if (cfg.debug) {
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        SI_LOG_DEBUG("%s: %d nodes enqueued in %.3f ms", ctx.dev->name.c_str(), ggml_graph_n_nodes(cgraph), ms);
+    }
+    return status;
 }
 
 void backend_event_record(ggml_backend_t backend, ggml_backend_event_t event) {
@@ -109,7 +236,9 @@ ggml_backend_t make_backend(DeviceContext & dev) {
         SI_LOG_ERROR("%s: could not create a stream", dev.name.c_str());
         return nullptr;
     }
-    auto * ctx = new BackendContext{&dev, std::move(stream)};
+    auto * ctx = new BackendContext();
+    ctx->dev = &dev;
+    ctx->stream = std::move(stream);
     auto * backend = new ggml_backend{backend_guid(), backend_iface, &dev.device, ctx};
     rt::Ownership::instance().add(backend, rt::ObjKind::backend);
     return backend;

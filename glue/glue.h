@@ -8,6 +8,7 @@
 // the slot name instead of a silent mis-cast.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,9 +42,18 @@ struct BufferContext {
     bool            host = false;  // allocated with alloc_host
 };
 
+// Per-op totals of GGML_STANDIN_PROFILE, keyed by "OP type" (e.g. "MUL_MAT q4_0").
+struct ProfileEntry {
+    long   calls = 0;
+    double ms    = 0.0;
+};
+
 struct BackendContext {
-    DeviceContext *             dev = nullptr;
-    std::unique_ptr<rt::Stream> stream;
+    DeviceContext *                     dev = nullptr;
+    std::unique_ptr<rt::Stream>         stream;
+    std::map<std::string, ProfileEntry> profile;
+    long                                profiled_graphs = 0;
+    long                                replays = 0;  // graphs launched as recordings
 };
 
 struct EventContext {
@@ -60,6 +70,11 @@ EventContext &      event_ctx(ggml_backend_event_t event);
 // --- constructors used across files ------------------------------------------
 // The registry (built once, thread-safe, never freed).
 ggml_backend_reg_t registry();
+// The same registry, reached from a preloaded registration function
+// (Note [preload mode] in interpose/preload.h): when it is not built yet, it
+// is built interposing `real`. *built_for is the symbol it was built for in
+// preload mode, or nullptr when ggml_backend_init built it first.
+ggml_backend_reg_t registry_preloaded(ggml_backend_reg_t (*real)(), const char * symbol, const char ** built_for);
 // Fills ctx.device/buft/host_buft for a runtime device.
 void init_device(DeviceContext & ctx, ggml_backend_reg_t reg);
 void init_buffer_types(DeviceContext & ctx);
@@ -72,5 +87,9 @@ bool is_standin_buft(ggml_backend_buffer_type_t buft);
 
 // The guid shared by every standin backend.
 ggml_guid_t backend_guid();
+
+// The tensor-parallel communicator procs (ggml_backend_comm_init, _free,
+// _allreduce_tensor; glue/comm.cpp) by name; nullptr for any other name.
+void * comm_proc(const char * name);
 
 } // namespace standin::glue

@@ -53,6 +53,28 @@ public:
 
     // Worker count for host execution; device streams ignore it.
     virtual void set_threads(int n) { (void) n; }
+
+    // Recorded replay of a repeated launch sequence (CUDA graphs; other kinds
+    // answer false and the caller runs its launches as usual). `key` describes
+    // the sequence completely (every launch's shapes, pointers and parameters),
+    // so equal keys mean an identical sequence.
+    //   replay(key): true when a recording of `key` was launched in its place.
+    //   begin_recording(): true when the launches that follow are to be
+    //     recorded (the stream decides: it records a key it has seen before).
+    //   end_recording(key): true when the recording was launched; false when
+    //     recording failed and nothing ran, so the caller must run them again.
+    virtual bool replay(const std::vector<uint8_t> & key) { (void) key; return false; }
+    virtual bool begin_recording() { return false; }
+    virtual bool end_recording(std::vector<uint8_t> && key) { (void) key; return false; }
+    // One line of recording counters for the debug log; empty when none.
+    virtual std::string recording_stats() const { return {}; }
+
+    // Per-launch timing (GGML_STANDIN_PROFILE): profile_mark() after each unit
+    // of work; profile_end() waits and returns the milliseconds between
+    // profile_begin() and the first mark, then between consecutive marks.
+    virtual void                profile_begin() = 0;
+    virtual void                profile_mark()  = 0;
+    virtual std::vector<double> profile_end()   = 0;
 };
 
 class Event {

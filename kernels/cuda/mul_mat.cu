@@ -5,8 +5,9 @@
 // type and strides (staged to dense f32 columns when needed, mul_mat.cuh);
 // dst: F32, dim 0 dense.
 //
-// N <= 8 src1 columns: the warp-per-row mat-vec of mul_mat_vec.cu. Otherwise
-// the tiled tensor-core product of mul_mat_tile.cuh (64 x 64 dst tiles, TF32
+// N <= 8 src1 columns: the warp-per-row mat-vec of mul_mat_vec.cu. From
+// kBlasMinN columns: cuBLAS when present (mul_mat_blas.cu). Otherwise the
+// tiled tensor-core product of mul_mat_tile.cuh (64 x 64 dst tiles, TF32
 // WMMA), one block per (row tile, column tile, matrix).
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT; time with `perf`.
@@ -15,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/dequant.cuh"
@@ -90,11 +92,17 @@ __global__ void stage_kernel(Shape b, const char * bd, float * y, int64_t kp, in
     }
 }
 
+bool y_usable(const ggml_tensor * b) {
+    return b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) && aligned_to(b, 16);
+}
+
+} // namespace
+
 // Stream-ordered scratch comes from the device's default memory pool. By
 // default the pool hands freed memory back to the driver at every stream
 // synchronisation, so each graph would map it again; keep up to this much
 // cached instead (once per device).
-constexpr uint64_t kPoolKeepBytes = uint64_t(256) << 20;
+constexpr uint64_t kPoolKeepBytes = uint64_t(1) << 30;
 
 void keep_pool_memory() {
     static std::atomic<uint64_t> done{0};
@@ -111,15 +119,15 @@ void keep_pool_memory() {
     done.fetch_or(bit, std::memory_order_relaxed);
 }
 
-bool y_usable(const ggml_tensor * b) {
-    return b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) && aligned_to(b, 16);
-}
-
-} // namespace
-
-Staged stage_y(const ggml_tensor * b, ggml_type round_to, cudaStream_t st) {
+Staged stage_y(const ggml_tensor * b, ggml_type weight_type, cudaStream_t st) {
+    // Under F16/BF16 weights src1 is rounded to the weight type, and under
+    // block-quantized weights to ggml-cpu's activation blocks (act_round.cuh),
+    // as ggml-cpu forms its products.
+    const ggml_type round_to =
+        (weight_type == GGML_TYPE_F16 || weight_type == GGML_TYPE_BF16) ? weight_type : GGML_TYPE_F32;
+    const int group = act_group(weight_type);
     Staged s;
-    if (round_to == GGML_TYPE_F32 && y_usable(b)) {
+    if (round_to == GGML_TYPE_F32 && group == 0 && y_usable(b)) {
         s.y = static_cast<const char *>(b->data);
         s.nb1 = int64_t(b->nb[1]);
         s.nb2 = int64_t(b->nb[2]);
@@ -134,7 +142,10 @@ Staged stage_y(const ggml_tensor * b, ggml_type round_to, cudaStream_t st) {
         return s;
     }
     const int64_t n = ggml_nelements(b);
-    if (n > 0) {
+    if (group != 0 && b->ne[0] % group == 0) {
+        act_round<float>(b, group, static_cast<float *>(s.scratch), kp, st);
+        SI_CUDA_LAUNCH_CHECK();
+    } else if (n > 0) {
         stage_kernel<<<grid_for(n, kStageBlock), kStageBlock, 0, st>>>(
             shape_of(b), static_cast<const char *>(b->data), static_cast<float *>(s.scratch), kp, int(round_to), n);
         SI_CUDA_LAUNCH_CHECK();
@@ -165,9 +176,11 @@ bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
         return true;
     }
     cudaStream_t st = stream_of(stream);
-    // Under F16/BF16 weights src1 is rounded to the weight type, as ggml-cpu does.
-    const ggml_type round_to = (a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_BF16) ? a->type : GGML_TYPE_F32;
-    mm::Staged y = mm::stage_y(b, round_to, st);
+    if (b->ne[1] >= mm::kBlasMinN &&
+        mm::launch_blas(a, b, node, st, static_cast<rt::cuda::CudaStream &>(stream).device())) {
+        return true;
+    }
+    mm::Staged y = mm::stage_y(b, a->type, st);
     if (!y.ok) {
         return false;
     }

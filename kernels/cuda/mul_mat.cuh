@@ -38,11 +38,20 @@ struct Staged {
 };
 
 // src1 (K, N, ne12, ne13), any float type and strides -> dense f32 columns
-// (16-byte aligned, so the mat-vec path may use 16-byte loads), rounded to
-// `round_to` (GGML_TYPE_F16 / BF16) when that is not F32. An allocation
-// failure is reported in `ok` (and logged), not aborted on.
-Staged stage_y(const ggml_tensor * b, ggml_type round_to, cudaStream_t st);
+// (16-byte aligned, so the mat-vec path may use 16-byte loads), rounded as
+// ggml-cpu rounds them for `weight_type` (F16/BF16: to that type; block
+// formats: act_round.cuh). An allocation failure is reported in `ok` (and
+// logged), not aborted on.
+Staged stage_y(const ggml_tensor * b, ggml_type weight_type, cudaStream_t st);
 void   release(Staged & s, cudaStream_t st);
+
+// Keeps freed stream-ordered scratch in the device's pool across syncs.
+void keep_pool_memory();
+
+// Many src1 columns through cuBLAS (mul_mat_blas.cu). false: not applicable
+// here, cuBLAS unavailable, or a failure (logged); dst is then for the caller.
+bool launch_blas(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, cudaStream_t st, int device);
+constexpr int64_t kBlasMinN = 32;
 
 // Whether the mat-vec kernels handle this weight type.
 bool vec_type_ok(ggml_type t);

@@ -171,8 +171,7 @@ bool mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
         return true;
     }
     cudaStream_t st = stream_of(stream);
-    const ggml_type round_to = (as->type == GGML_TYPE_F16 || as->type == GGML_TYPE_BF16) ? as->type : GGML_TYPE_F32;
-    mm::Staged y = mm::stage_y(b, round_to, st);
+    mm::Staged y = mm::stage_y(b, as->type, st);
     if (!y.ok) {
         return false;
     }

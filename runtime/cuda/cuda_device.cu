@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "diag/check.h"
+#include "runtime/cuda/cublas_lib.h"
 #include "diag/log.h"
 
 namespace standin::rt::cuda {
@@ -46,8 +47,126 @@ CudaStream::~CudaStream() {
     if (stream_ != nullptr) {
         SI_CUDA_CHECK_WARN(cudaSetDevice(device_));
         SI_CUDA_CHECK_WARN(cudaStreamSynchronize(stream_));
+        if (exec_ != nullptr) SI_CUDA_CHECK_WARN(cudaGraphExecDestroy(exec_));
+        blas::forget_stream(stream_);
+        for (cudaEvent_t e : marks_) SI_CUDA_CHECK_WARN(cudaEventDestroy(e));
         SI_CUDA_CHECK_WARN(cudaStreamDestroy(stream_));
     }
+}
+
+// ---- graphs -------------------------------------------------------------------
+// Decode repeats the same graph token after token; launching it as one CUDA
+// graph replaces hundreds of kernel launches by one. A key is recorded only
+// when it repeats, so graphs that change every call (or run once) cost nothing
+// beyond the key comparison.
+
+bool CudaStream::replay(const std::vector<uint8_t> & key) {
+    record_next_ = false;
+    if (exec_ != nullptr && key == exec_key_) {
+        SI_CUDA_CHECK(cudaGraphLaunch(exec_, begin_launch()));
+        ++stats_.replays;
+        return true;
+    }
+    if (key == last_key_ && key != failed_key_) {
+        record_next_ = true;
+    } else {
+        last_key_ = key;
+    }
+    return false;
+}
+
+bool CudaStream::begin_recording() {
+    if (!record_next_) {
+        return false;
+    }
+    // Thread-local capture: other threads' CUDA calls are not affected.
+    const cudaError_t err = cudaStreamBeginCapture(begin_launch(), cudaStreamCaptureModeThreadLocal);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        failed_key_ = last_key_;
+        ++stats_.failures;
+        return false;
+    }
+    return true;
+}
+
+bool CudaStream::end_recording(std::vector<uint8_t> && key) {
+    record_next_ = false;
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamEndCapture(stream_, &graph);
+    if (err != cudaSuccess || graph == nullptr) {
+        cudaGetLastError();  // a launch that cannot be captured: run eagerly, do not retry this key
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        failed_key_ = std::move(key);
+        ++stats_.failures;
+        return false;
+    }
+    bool ready = false;
+    if (exec_ != nullptr) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(exec_, graph, &info) == cudaSuccess) {
+            ready = true;
+            ++stats_.updates;
+        } else {
+            cudaGetLastError();
+            SI_CUDA_CHECK_WARN(cudaGraphExecDestroy(exec_));
+            exec_ = nullptr;
+        }
+    }
+    if (!ready) {
+        err = cudaGraphInstantiate(&exec_, graph, 0);
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            exec_ = nullptr;
+            cudaGraphDestroy(graph);
+            failed_key_ = std::move(key);
+            ++stats_.failures;
+            return false;
+        }
+        ++stats_.recordings;
+    }
+    SI_CUDA_CHECK(cudaGraphDestroy(graph));
+    exec_key_ = std::move(key);
+    SI_CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+    return true;
+}
+
+std::string CudaStream::recording_stats() const {
+    return "CUDA graphs: replays=" + std::to_string(stats_.replays) + " recordings=" +
+           std::to_string(stats_.recordings) + " updates=" + std::to_string(stats_.updates) +
+           " failures=" + std::to_string(stats_.failures);
+}
+
+// ---- profile ------------------------------------------------------------------
+
+void CudaStream::profile_begin() {
+    n_marks_ = 0;
+    profile_mark();
+}
+
+void CudaStream::profile_mark() {
+    if (n_marks_ == marks_.size()) {
+        cudaEvent_t e;
+        SI_CUDA_CHECK(cudaSetDevice(device_));
+        SI_CUDA_CHECK(cudaEventCreate(&e));
+        marks_.push_back(e);
+    }
+    SI_CUDA_CHECK(cudaEventRecord(marks_[n_marks_++], begin_launch()));
+}
+
+std::vector<double> CudaStream::profile_end() {
+    std::vector<double> ms;
+    if (n_marks_ == 0) {
+        return ms;
+    }
+    SI_CUDA_CHECK(cudaEventSynchronize(marks_[n_marks_ - 1]));
+    for (size_t i = 1; i < n_marks_; ++i) {
+        float t = 0.0f;
+        SI_CUDA_CHECK(cudaEventElapsedTime(&t, marks_[i - 1], marks_[i]));
+        ms.push_back(double(t));
+    }
+    n_marks_ = 0;
+    return ms;
 }
 
 cudaStream_t CudaStream::begin_launch() const {

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 #include "runtime/runtime.h"
 
@@ -58,13 +59,41 @@ public:
     void record(Event & event) override;
     void wait(Event & event) override;
 
+    // CUDA graphs (runtime.h): a key is recorded the second time in a row it
+    // is seen, then replayed while it repeats; a new key is recorded into the
+    // same executable graph by update when the topology allows it.
+    bool replay(const std::vector<uint8_t> & key) override;
+    bool begin_recording() override;
+    bool end_recording(std::vector<uint8_t> && key) override;
+    std::string recording_stats() const override;
+
+    void                profile_begin() override;
+    void                profile_mark() override;
+    std::vector<double> profile_end() override;
+
     // For kernel launches: makes this stream's device current and returns the handle.
     cudaStream_t begin_launch() const;
     int          device() const { return device_; }
 
+    // Counters for the debug log and tests.
+    struct GraphStats {
+        long replays = 0, recordings = 0, updates = 0, failures = 0;
+    };
+    const GraphStats & graph_stats() const { return stats_; }
+
 private:
     int          device_;
     cudaStream_t stream_ = nullptr;
+
+    cudaGraphExec_t      exec_ = nullptr;
+    std::vector<uint8_t> exec_key_;      // what exec_ replays
+    std::vector<uint8_t> last_key_;      // the previous key run without a recording
+    std::vector<uint8_t> failed_key_;    // a key whose recording failed: not tried again
+    bool                 record_next_ = false;
+    GraphStats           stats_;
+
+    std::vector<cudaEvent_t> marks_;     // timing events, reused across graphs
+    size_t                   n_marks_ = 0;
 };
 
 class CudaDevice final : public Device {

@@ -19,6 +19,20 @@ void HostStream::memset(void * dst, uint8_t value, size_t n) { std::memset(dst, 
 void HostStream::record(Event & event) { (void) event; }
 void HostStream::wait(Event & event) { (void) event; }
 
+void HostStream::profile_begin() {
+    marks_.clear();
+    marks_.push_back(std::chrono::steady_clock::now());
+}
+void HostStream::profile_mark() { marks_.push_back(std::chrono::steady_clock::now()); }
+std::vector<double> HostStream::profile_end() {
+    std::vector<double> ms;
+    for (size_t i = 1; i < marks_.size(); ++i) {
+        ms.push_back(std::chrono::duration<double, std::milli>(marks_[i] - marks_[i - 1]).count());
+    }
+    marks_.clear();
+    return ms;
+}
+
 static std::string cpu_model_name() {
     std::ifstream in("/proc/cpuinfo");
     std::string line;

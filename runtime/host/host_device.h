@@ -5,6 +5,9 @@
 // same glue and scheduler path run without a GPU.
 #pragma once
 
+#include <chrono>
+#include <vector>
+
 #include "runtime/host/thread_pool.h"
 #include "runtime/runtime.h"
 
@@ -23,10 +26,16 @@ public:
     void wait(Event & event) override;
     void set_threads(int n) override { pool_.resize(n); }
 
+    // Host kernels run to completion inside the call, so a mark is the clock.
+    void                profile_begin() override;
+    void                profile_mark() override;
+    std::vector<double> profile_end() override;
+
     ThreadPool & pool() { return pool_; }
 
 private:
     ThreadPool pool_;
+    std::vector<std::chrono::steady_clock::time_point> marks_;
 };
 
 class HostEvent final : public Event {

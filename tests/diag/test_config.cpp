@@ -72,3 +72,28 @@ TEST(Config, SummaryNamesEveryValue) {
         EXPECT_NE(s.find(key), std::string::npos) << key;
     }
 }
+
+TEST(Config, HostDiscrete) {
+    EXPECT_FALSE(parse({}).host_discrete);
+    Config c = parse({{"GGML_STANDIN_HOST_DISCRETE", "1"}});
+    EXPECT_TRUE(c.host_discrete);
+    EXPECT_NE(c.summary().find("host_discrete=on"), std::string::npos);
+    Config bad = parse({{"GGML_STANDIN_HOST_DISCRETE", "sometimes"}});
+    EXPECT_FALSE(bad.host_discrete);
+    EXPECT_EQ(bad.warnings.size(), 1u);
+}
+
+// GGML_STANDIN_FAULT=perturb:OP names one op exactly; a bare "perturb:" is
+// not a fault point.
+TEST(Config, PerturbFaultNamesOneOp) {
+    Config c = parse({{"GGML_STANDIN_FAULT", "perturb:SOFT_MAX"}});
+    EXPECT_TRUE(c.warnings.empty());
+    EXPECT_TRUE(c.perturbs("SOFT_MAX"));
+    EXPECT_FALSE(c.perturbs("SOFT_MAX_BACK"));
+    EXPECT_FALSE(c.perturbs("MUL_MAT"));
+    EXPECT_FALSE(c.fault_at("compute"));
+    EXPECT_FALSE(parse({{"GGML_STANDIN_FAULT", "compute"}}).perturbs("compute"));
+    Config bare = parse({{"GGML_STANDIN_FAULT", "perturb:"}});
+    EXPECT_EQ(bare.warnings.size(), 1u);
+    EXPECT_FALSE(bare.perturbs(""));
+}

@@ -49,7 +49,38 @@ foreach(type f32 q8_0)
                      --n-tokens ${n_tokens} --compare ${ref} --max-nmse ${max_nmse})
     set_tests_properties(model.logits.tiny_${type}.host PROPERTIES LABELS model TIMEOUT 300
         FIXTURES_REQUIRED "model_tiny_${type};logits_tiny_${type}")
+    # The same on the CUDA device (skipped where there is none). 64 tokens take
+    # the cuBLAS path, 22 the tiled one, one the mat-vec (the last token).
+    # Q8_0 is held to 1e-3: on the H200 machine's CPU, ggml-cpu picks other
+    # Q8_0 kernels than on an AVX2 machine, and its logits for random models
+    # move with them: measured there for a 1B Q8_0 model, ggml-cuda itself is
+    # 5.7e-4 from ggml-cpu, standin's CUDA device 5.6e-4 and standin's host
+    # device 2.6e-4 (F16 weights: 7.9e-7). README, "Conformance".
+    if(type STREQUAL "q8_0")
+        set(cuda_nmse 1e-3)
+    else()
+        set(cuda_nmse ${max_nmse})
+    endif()
+    add_test(NAME model.logits.tiny_${type}.cuda
+             COMMAND ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0
+                     ${STANDIN} logits --plugin ${PLUGIN} --model ${model} --device STANDIN_CUDA0
+                     --n-tokens ${n_tokens} --compare ${ref} --max-nmse ${cuda_nmse})
+    set_tests_properties(model.logits.tiny_${type}.cuda PROPERTIES LABELS "model;gpu" TIMEOUT 300
+        SKIP_RETURN_CODE 77 FIXTURES_REQUIRED "model_tiny_${type};logits_tiny_${type}")
 endforeach()
+
+# CUDA graphs: generation replays the decode graph; the text must be the same
+# as with graphs off (same kernels, so the same logits and tokens), and the
+# counters must show replays (standin's log lines pass llama's filter with -v).
+set(GEN_CUDA ${BIN}/llama-completion -m ${MODELS}/tiny-q8_0.gguf -p Hello -n 16 --ignore-eos -s 1 -c 256
+             -no-cnv -dev STANDIN_CUDA0 -ngl 99 --no-warmup --temp 0 -v)
+add_test(NAME model.cuda_graphs.tiny_q8_0
+         COMMAND ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0
+                 ${HERE}/compare_runs.sh "GGML_BACKEND_PATH=${PLUGIN} GGML_STANDIN_CUDA_GRAPHS=0"
+                 "GGML_BACKEND_PATH=${PLUGIN} GGML_STANDIN_CUDA_GRAPHS=1 GGML_STANDIN_DEBUG=1"
+                 "CUDA graphs: replays=[1-9]" ${GEN_CUDA})
+set_tests_properties(model.cuda_graphs.tiny_q8_0 PROPERTIES LABELS "model;gpu" TIMEOUT 300
+    SKIP_RETURN_CODE 77 FIXTURES_REQUIRED model_tiny_q8_0)
 
 # Generation with every layer on STANDIN_HOST0, and llama-bench on it.
 add_test(NAME model.completion.tiny_q8_0.host

@@ -50,7 +50,9 @@ int cmd_make_model(const MakeModelOptions & opt);
 struct LogitsOptions {
     std::string plugin;
     std::string model;
-    std::string device = "STANDIN_HOST0";  // or "none": ggml-cpu only
+    std::string device = "STANDIN_HOST0";  // or "none": ggml-cpu only; or NAME,NAME,... (split across them)
+    std::string split_mode = "layer";      // none | layer | tensor (llama's -sm)
+    std::string rpc;                       // HOST:PORT[,...]: register these rpc-servers' devices first (RPC0, ...)
     std::string prompt = "The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,";
     int         n_tokens = 0;              // 0 = the prompt's tokens; else the prompt repeated or cut to N
     std::string out;
@@ -61,6 +63,29 @@ struct LogitsOptions {
     bool        verbose    = false;
 };
 int cmd_logits(const LogitsOptions & opt);
+
+// `ab`: every node of a model's graph on a standin device and on a reference (cmd_ab.cpp).
+struct AbOptions {
+    std::string plugin;
+    std::string model;
+    std::string device    = "STANDIN_HOST0";
+    std::string reference = "cpu";   // cpu | real (GGML_STANDIN_REAL's first GPU device)
+    std::string prompt    = "The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,";
+    int         n_tokens  = 16;      // the prompt repeated or cut to N tokens
+    int         max_nodes = 0;       // 0 = every node
+    std::string ops;                 // OP,OP,...: only these (ggml_op_desc names); empty = all
+    int         reps      = 3;       // timed runs per node and side (median)
+    int         batch_mib = 1024;    // replay captured nodes in batches of about this much data
+    int         threads   = 0;       // 0 = every available core, both sides
+    std::string flash_attn = "off";  // on | off
+    std::string csv;
+    int         top       = 20;
+    double      max_nmse  = -1;      // < 0: report only
+    std::string expect_ops;          // OP,OP,...: exit 1 unless each was compared
+    bool        progress  = true;
+    bool        verbose   = false;
+};
+int cmd_ab(AbOptions opt);
 
 // `swarm` has subcommands of its own (submit, ls, show, logs, cancel, retry,
 // resume, completion): cmd_swarm.cpp registers them and runs the parsed one.
@@ -79,5 +104,27 @@ struct SwarmOptions {
 };
 CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & opt);
 int cmd_swarm(const CLI::App & swarm, const SwarmOptions & opt);
+
+// `bench`: llama-bench over configurations x models x tests, interleaved;
+// JSON/CSV/markdown/PNG report and an optional gate (cmd_bench.cpp).
+struct BenchOptions {
+    std::string              kind = "host";   // host | cuda
+    std::string              device;          // STANDIN_HOST0 | STANDIN_CUDA0: sets kind
+    std::vector<std::string> configs{"real", "standalone", "interposed-none", "interposed-all"};
+    std::string              reference = "real";
+    std::vector<std::string> models;
+    std::vector<int>         n_prompt{512}, n_gen{128}, fa{0, 1};
+    int                      reps = 3, threads = 0;
+    std::vector<std::string> extra;           // more llama-bench arguments
+    std::string              llama_bench, test_backend_ops, plugin, real;
+    std::vector<std::string> ops;             // test-backend-ops perf per-op tables
+    std::string              ops_filter;
+    std::string              out, work, gate, from;
+    double                   timeout = 1800;
+    bool                     print_commands = false;
+    std::string              container, engine = "podman";
+};
+CLI::App * add_bench_command(CLI::App & app, BenchOptions & opt);
+int cmd_bench(const BenchOptions & opt);
 
 } // namespace standin::tools

@@ -46,7 +46,7 @@ int main(int argc, char ** argv) {
     auto * logits = app.add_subcommand("logits", "Run a prompt through a model with libllama and keep every logit");
     logits->add_option("--plugin", lg_opt.plugin, "Path to libggml-standin.so");
     logits->add_option("--model", lg_opt.model, "GGUF model")->required();
-    logits->add_option("--device", lg_opt.device, "Device to offload all layers to, or none (CPU only)")
+    logits->add_option("--device", lg_opt.device, "Device(s) to offload all layers to (NAME or NAME,NAME,...), or none (CPU only)")
         ->capture_default_str();
     logits->add_option("--prompt", lg_opt.prompt, "Prompt text");
     logits->add_option("--n-tokens", lg_opt.n_tokens, "Tokens to evaluate (0 = the prompt's; else repeated/cut)");
@@ -56,10 +56,39 @@ int main(int argc, char ** argv) {
     logits->add_option("--threads", lg_opt.threads, "Threads (0 = all cores)");
     logits->add_option("--flash-attn", lg_opt.flash_attn, "on, off or auto")->capture_default_str()
         ->check(CLI::IsMember({"on", "off", "auto"}));
+    logits->add_option("--split-mode", lg_opt.split_mode, "How several devices share the model: none, layer or tensor")
+        ->capture_default_str()->check(CLI::IsMember({"none", "layer", "tensor"}));
+    logits->add_option("--rpc", lg_opt.rpc, "rpc-server endpoints HOST:PORT[,...]; their devices are RPC0, RPC1, ...");
     logits->add_flag("--verbose", lg_opt.verbose, "Show llama.cpp's log");
+
+    AbOptions ab_opt;
+    auto * ab = app.add_subcommand("ab", "Run every node of a model's graph on a standin device and on a reference; compare and time each");
+    ab->add_option("--plugin", ab_opt.plugin, "Path to libggml-standin.so");
+    ab->add_option("--model", ab_opt.model, "GGUF model")->required();
+    ab->add_option("--device", ab_opt.device, "standin device")->capture_default_str();
+    ab->add_option("--reference", ab_opt.reference, "cpu (ggml-cpu) or real (the library GGML_STANDIN_REAL names)")
+        ->capture_default_str()->check(CLI::IsMember({"cpu", "real"}));
+    ab->add_option("--prompt", ab_opt.prompt, "Prompt text");
+    ab->add_option("--n-tokens", ab_opt.n_tokens, "Tokens in the batch (the prompt repeated or cut)")->capture_default_str();
+    ab->add_option("--max-nodes", ab_opt.max_nodes, "Compare at most N nodes (0 = all)");
+    ab->add_option("--ops", ab_opt.ops, "Only these ops, OP,OP,... (e.g. MUL_MAT,SOFT_MAX,SWIGLU)");
+    ab->add_option("--reps", ab_opt.reps, "Timed runs per node and side (median)")->capture_default_str();
+    ab->add_option("--batch-mib", ab_opt.batch_mib, "Replay captured nodes in batches of about this many MiB")
+        ->capture_default_str();
+    ab->add_option("--threads", ab_opt.threads, "Threads for both sides (0 = all cores)");
+    ab->add_option("--flash-attn", ab_opt.flash_attn, "on or off")->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
+    ab->add_option("--csv", ab_opt.csv, "Write every node's figures here");
+    ab->add_option("--top", ab_opt.top, "Nodes in the worst-NMSE table")->capture_default_str();
+    ab->add_option("--max-nmse", ab_opt.max_nmse, "Exit 1 when a node's NMSE is above this");
+    ab->add_option("--expect-ops", ab_opt.expect_ops, "Exit 1 unless each of OP,OP,... was compared");
+    ab->add_flag("--verbose", ab_opt.verbose, "Show llama.cpp's log");
 
     SwarmOptions sw_opt;
     auto * swarm = add_swarm_command(app, sw_opt);
+
+    BenchOptions bn_opt;
+    auto * bench = add_bench_command(app, bn_opt);
 
     CLI11_PARSE(app, argc, argv);
 
@@ -73,6 +102,11 @@ int main(int argc, char ** argv) {
     if (*graph) return cmd_graph(g_opt);
     if (*make_model) return cmd_make_model(mm_opt);
     if (*logits) return cmd_logits(lg_opt);
+    if (*ab) {
+        if (ab_opt.plugin.empty()) ab_opt.plugin = default_plugin_path();
+        return cmd_ab(ab_opt);
+    }
     if (*swarm) return cmd_swarm(*swarm, sw_opt);
+    if (*bench) return cmd_bench(bn_opt);
     return 2;
 }

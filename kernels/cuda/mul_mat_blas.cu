@@ -1,0 +1,235 @@
+// MUL_MAT for many src1 columns through cuBLAS (runtime/cuda/cublas_lib.h),
+// the prompt-processing path: tensor-core GEMMs at the library's speed.
+//   F16 / BF16 weights: used in place; src1 rounded to the weight type (as
+//     ggml-cpu does) into dense columns; FP32 accumulation.
+//   F32 weights: used in place with TF32 tensor cores, as the tiled kernel.
+//   Block-quantized 2-D weights: decoded to F16 in chunks of rows (at most
+//     kChunkBytes of scratch at a time) with the same Part decoder as the
+//     mat-vec path, then an F16 GEMM against src1 rounded to ggml-cpu's
+//     activation blocks (act_round.cuh), then to F16.
+// Batches (dims 2, 3) become strided-batched GEMMs; broadcast weights (r2 > 1)
+// are one GEMM over r2 neighbouring src1 matrices when they are contiguous.
+// Anything else, or a failure (scratch memory, a cuBLAS error, each logged),
+// answers false and the caller runs the tiled kernel over the whole dst.
+//
+// ggml's layout maps onto column-major GEMM as C(MxN) = A^T(MxK) * B(KxN):
+// a weight row is a column of A (lda = row stride), a src1 row is a column of
+// B, and dst rows are columns of C.
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (cases with n > 32);
+// GGML_STANDIN_CUBLAS=0 runs the same cases on the tiled kernel.
+#include <algorithm>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "diag/config.h"
+#include "diag/log.h"
+#include "kernels/cuda/act_round.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/mul_mat.cuh"
+#include "runtime/cuda/cublas_lib.h"
+
+namespace standin::kernels::cuda::mm {
+
+namespace {
+
+constexpr size_t kChunkBytes = size_t(128) << 20;
+constexpr int    kBlock = 256;
+
+// src1 (any float type, any strides) -> dense columns of ldb elements of O.
+template <typename O>
+__global__ void to_dense_kernel(Shape b, const char * bd, O * y, int64_t ldb, int64_t n) {
+    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+        const float v = load_f(b.type, bd + offset_of(b, k));
+        O out;
+        if constexpr (sizeof(O) == 4) {
+            out = v;
+        } else if constexpr (std::is_same<O, __half>::value) {
+            out = __float2half_rn(v);
+        } else {
+            out = __float2bfloat16_rn(v);
+        }
+        y[(k / b.ne[0]) * ldb + k % b.ne[0]] = out;
+    }
+}
+
+// Rows [0, rows) of a block-quantized matrix (row stride a_nb1 bytes) -> F16,
+// K per row, dense. One thread per Part (8 values).
+template <int T>
+__global__ void dequant_f16_kernel(const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows) {
+    using P = dq::Part<T>;
+    const int64_t parts_per_row = (K / P::kQKb) * P::kParts;
+    const int64_t n = rows * parts_per_row;
+    for (int64_t u = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; u < n; u += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = u / parts_per_row, q = u % parts_per_row;
+        const int64_t ib = q / P::kParts;
+        float v[8];
+        int pa, pb;
+        P::get(reinterpret_cast<const uint8_t *>(a + r * a_nb1) + ib * P::kBytes, int(q % P::kParts), v, pa, pb);
+        __half * o = out + r * K + ib * P::kQKb;
+        __half2 * oa = reinterpret_cast<__half2 *>(o + pa);
+        __half2 * ob = reinterpret_cast<__half2 *>(o + pb);
+        oa[0] = __floats2half2_rn(v[0], v[1]);
+        oa[1] = __floats2half2_rn(v[2], v[3]);
+        ob[0] = __floats2half2_rn(v[4], v[5]);
+        ob[1] = __floats2half2_rn(v[6], v[7]);
+    }
+}
+
+// rows == 0 only asks whether the type has a decoder (nothing is launched).
+template <int T> void dequant_rows(const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows,
+                                   cudaStream_t st) {
+    if (rows == 0) return;
+    const int64_t n = rows * (K / dq::Part<T>::kQKb) * dq::Part<T>::kParts;
+    dequant_f16_kernel<T><<<grid_for(n, kBlock), kBlock, 0, st>>>(a, a_nb1, out, K, rows);
+}
+
+bool dequant_launch(ggml_type t, const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows,
+                    cudaStream_t st) {
+    switch (t) {
+        case GGML_TYPE_Q4_0: dequant_rows<GGML_TYPE_Q4_0>(a, a_nb1, out, K, rows, st); return true;
+        case GGML_TYPE_Q4_1: dequant_rows<GGML_TYPE_Q4_1>(a, a_nb1, out, K, rows, st); return true;
+        case GGML_TYPE_Q5_0: dequant_rows<GGML_TYPE_Q5_0>(a, a_nb1, out, K, rows, st); return true;
+        case GGML_TYPE_Q5_1: dequant_rows<GGML_TYPE_Q5_1>(a, a_nb1, out, K, rows, st); return true;
+        case GGML_TYPE_Q8_0: dequant_rows<GGML_TYPE_Q8_0>(a, a_nb1, out, K, rows, st); return true;
+        case GGML_TYPE_Q4_K: dequant_rows<GGML_TYPE_Q4_K>(a, a_nb1, out, K, rows, st); return true;
+        case GGML_TYPE_Q5_K: dequant_rows<GGML_TYPE_Q5_K>(a, a_nb1, out, K, rows, st); return true;
+        case GGML_TYPE_Q6_K: dequant_rows<GGML_TYPE_Q6_K>(a, a_nb1, out, K, rows, st); return true;
+        default:             return false;
+    }
+}
+
+bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
+
+// One GEMM call's operands (element strides; pointers to the first matrix).
+struct Gemm {
+    const void * A; cudaDataType at; int64_t lda, sa;
+    const void * B; cudaDataType bt; int64_t ldb, sb;
+    float *      C; int64_t ldc, sc;
+    int64_t      M, N, K, batch;
+    cublasComputeType_t compute;
+};
+
+bool run_gemm(cublasHandle_t h, const Gemm & g) {
+    const float one = 1.0f, zero = 0.0f;
+    const cublasStatus_t s = rt::cuda::blas::api()->gemm_strided_batched(
+        h, CUBLAS_OP_T, CUBLAS_OP_N, int(g.M), int(g.N), int(g.K), &one, g.A, g.at, int(g.lda), g.sa, g.B, g.bt,
+        int(g.ldb), g.sb, &zero, g.C, CUDA_R_32F, int(g.ldc), g.sc, int(g.batch), g.compute, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        SI_LOG_WARN("cublasGemmStridedBatchedEx failed (status %d, M=%lld N=%lld K=%lld batch=%lld)", int(s),
+                    (long long) g.M, (long long) g.N, (long long) g.K, (long long) g.batch);
+        return false;
+    }
+    return true;
+}
+
+bool fits_int(int64_t v) { return v > 0 && v < (int64_t(1) << 31); }
+
+} // namespace
+
+bool launch_blas(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, cudaStream_t st, int device) {
+    if (!diag::config().cublas) {
+        return false;
+    }
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const bool quant = !is_float_type(a->type);
+    const size_t es = ggml_type_size(a->type);
+    // Layout conditions (else the tiled kernel, which takes any strides).
+    if (!fits_int(K) || !fits_int(M) || !fits_int(N) || d->type != GGML_TYPE_F32 || d->nb[0] != 4 ||
+        d->nb[1] % 4 != 0 || d->nb[2] % 4 != 0 || d->nb[3] % 4 != 0 || int64_t(d->nb[1] / 4) < M) {
+        return false;
+    }
+    if (quant) {
+        if (a->ne[2] != 1 || a->ne[3] != 1 || b->ne[2] != 1 || b->ne[3] != 1 || !dequant_launch(a->type, nullptr, 0, nullptr, K, 0, nullptr)) {
+            return false;
+        }
+    } else if (a->nb[0] != es || a->nb[1] % es != 0 || a->nb[2] % es != 0 || a->nb[3] % es != 0 ||
+               int64_t(a->nb[1] / es) < K) {
+        return false;
+    }
+    cublasHandle_t h = rt::cuda::blas::handle_for(device, st);
+    if (h == nullptr) {
+        return false;
+    }
+    keep_pool_memory();
+
+    // src1 as dense columns of the GEMM's input type.
+    const ggml_type bt = quant ? GGML_TYPE_F16 : a->type;
+    const size_t bes = ggml_type_size(bt);
+    const int64_t ldb = (K + 7) / 8 * 8;  // 16-byte aligned columns for the tensor-core kernels
+    const int64_t cols = b->ne[1] * b->ne[2] * b->ne[3];
+    void * yb = nullptr;
+    if (!scratch_alloc(&yb, size_t(ldb * cols) * bes + 16, st)) {
+        return false;  // logged; the tiled kernel needs less scratch
+    }
+    const int64_t n = ggml_nelements(b);
+    const Shape bs = shape_of(b);
+    const char * bd = static_cast<const char *>(b->data);
+    const int group = act_group(a->type);
+    if (group != 0 && K % group == 0) {
+        act_round<__half>(b, group, static_cast<__half *>(yb), ldb, st);
+    } else if (bt == GGML_TYPE_F32) {
+        to_dense_kernel<float><<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<float *>(yb), ldb, n);
+    } else if (bt == GGML_TYPE_F16) {
+        to_dense_kernel<__half><<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<__half *>(yb), ldb, n);
+    } else {
+        to_dense_kernel<__nv_bfloat16>
+            <<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<__nv_bfloat16 *>(yb), ldb, n);
+    }
+    SI_CUDA_LAUNCH_CHECK();
+
+    const cudaDataType ct = bt == GGML_TYPE_F32 ? CUDA_R_32F : bt == GGML_TYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    const cublasComputeType_t compute = bt == GGML_TYPE_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    float * C = static_cast<float *>(d->data);
+    const int64_t ldc = int64_t(d->nb[1] / 4);
+    bool ok = true;
+
+    if (quant) {
+        // Chunks of rows, so the decoded copy stays within kChunkBytes.
+        int64_t mc = std::max<int64_t>(256, int64_t(kChunkBytes / (size_t(K) * 2)) / 256 * 256);
+        mc = std::min(mc, M);
+        void * af = nullptr;
+        if (!scratch_alloc(&af, size_t(mc * K) * 2, st)) {
+            SI_CUDA_CHECK(cudaFreeAsync(yb, st));
+            return false;
+        }
+        for (int64_t m0 = 0; m0 < M && ok; m0 += mc) {
+            const int64_t rows = std::min(mc, M - m0);
+            dequant_launch(a->type, static_cast<const char *>(a->data) + m0 * int64_t(a->nb[1]), int64_t(a->nb[1]),
+                           static_cast<__half *>(af), K, rows, st);
+            SI_CUDA_LAUNCH_CHECK();
+            ok = run_gemm(h, Gemm{af, CUDA_R_16F, K, 0, yb, ct, ldb, 0, C + m0, ldc, 0, rows, N, K, 1, compute});
+        }
+        SI_CUDA_CHECK(cudaFreeAsync(af, st));
+    } else {
+        const int64_t lda = int64_t(a->nb[1] / es), sa = int64_t(a->nb[2] / es);
+        const int64_t ne12 = b->ne[2], ne13 = b->ne[3], r2 = ne12 / a->ne[2], r3 = ne13 / a->ne[3];
+        const int64_t sb = ldb * N, sc = int64_t(d->nb[2] / 4);
+        for (int64_t i13 = 0; i13 < ne13 && ok; ++i13) {
+            const char * A3 = static_cast<const char *>(a->data) + (i13 / r3) * int64_t(a->nb[3]);
+            const char * B3 = static_cast<const char *>(yb) + size_t(i13 * ne12 * sb) * bes;
+            float * C3 = C + i13 * int64_t(d->nb[3] / 4);
+            if (r2 == 1) {
+                ok = run_gemm(h, Gemm{A3, ct, lda, sa, B3, ct, ldb, sb, C3, ldc, sc, M, N, K, ne12, compute});
+            } else if (sc == ldc * N) {
+                // r2 src1 matrices share one weight matrix and sit side by side:
+                // one GEMM with r2 * N columns per weight matrix.
+                ok = run_gemm(h, Gemm{A3, ct, lda, sa, B3, ct, ldb, sb * r2, C3, ldc, sc * r2, M, N * r2, K,
+                                      a->ne[2], compute});
+            } else {
+                for (int64_t i12 = 0; i12 < ne12 && ok; ++i12) {
+                    ok = run_gemm(h, Gemm{A3 + (i12 / r2) * int64_t(a->nb[2]), ct, lda, 0,
+                                          static_cast<const char *>(B3) + size_t(i12 * sb) * bes, ct, ldb, 0,
+                                          C3 + i12 * sc, ldc, 0, M, N, K, 1, compute});
+                }
+            }
+        }
+    }
+    SI_CUDA_CHECK(cudaFreeAsync(yb, st));
+    return ok;
+}
+
+} // namespace standin::kernels::cuda::mm
