@@ -4,9 +4,11 @@
 //
 // Test: test-backend-ops -b STANDIN_HOST0 -o CPY (DUP, CONT)
 #include <cstring>
+#include <vector>
 
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/simd_math.h"
 #include "runtime/host/host_device.h"
 
 namespace standin::kernels::host {
@@ -52,6 +54,33 @@ bool copy(rt::Stream & stream, ggml_tensor * node) {
     }
 
     const bool same_rows = ggml_are_same_shape(src, dst);
+    // Rows dense on both sides (a permuted tensor made contiguous, say): whole
+    // rows at a time with the vector conversions, instead of element by element.
+    // A contiguous dst of another shape (CONT to 2-D) takes src row r at linear
+    // element r * ne00.
+    const bool dst_linear = ggml_is_contiguous(dst);
+    if ((same_rows || dst_linear) && src->nb[0] == ggml_type_size(src->type) &&
+        dst->nb[0] == ggml_type_size(dst->type)) {
+        pool.parallel_for(ggml_nrows(src), grain, [&](int64_t r0, int64_t r1) {
+            std::vector<float> tmp(src->type != GGML_TYPE_F32 && dst->type != GGML_TYPE_F32 ? size_t(ne00) : 0);
+            for (int64_t r = r0; r < r1; ++r) {
+                const char * s = row_ptr(src, r);
+                char * d = same_rows ? row_ptr(dst, r)
+                                     : static_cast<char *>(dst->data) + size_t(r * ne00) * ggml_type_size(dst->type);
+                if (src->type == dst->type) {
+                    std::memcpy(d, s, size_t(ne00) * ggml_type_size(src->type));
+                } else if (src->type == GGML_TYPE_F32) {
+                    simd::row_from_f32(dst->type, reinterpret_cast<const float *>(s), d, ne00);
+                } else if (dst->type == GGML_TYPE_F32) {
+                    simd::row_to_f32(src->type, s, reinterpret_cast<float *>(d), ne00);
+                } else {
+                    simd::row_to_f32(src->type, s, tmp.data(), ne00);
+                    simd::row_from_f32(dst->type, tmp.data(), d, ne00);
+                }
+            }
+        });
+        return true;
+    }
     pool.parallel_for(ggml_nrows(src), grain, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const char * s = row_ptr(src, r);
