@@ -164,9 +164,9 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
         const std::vector<double> ms = ctx.stream->profile_end();
         add_profile(ctx, cgraph, ran, ms);
     } else if (cfg.cuda_graphs && ctx.dev->rt->kind() == rt::Kind::cuda) {
-        std::vector<uint8_t> key;
+        std::vector<uint8_t> & key = ctx.graph_key;
+        key.clear();
         const int n_nodes = ggml_graph_n_nodes(cgraph);
-        key.reserve(size_t(n_nodes) * 512);
         for (int i = 0; i < n_nodes; ++i) {
             const ggml_tensor * node = ggml_graph_node(cgraph, i);
             if (node_has_work(node)) append_node_key(key, node);

@@ -54,6 +54,7 @@ struct BackendContext {
     std::map<std::string, ProfileEntry> profile;
     long                                profiled_graphs = 0;
     long                                replays = 0;  // graphs launched as recordings
+    std::vector<uint8_t>                graph_key;    // reused per graph_compute (its capacity persists)
 };
 
 struct EventContext {

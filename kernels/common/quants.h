@@ -320,6 +320,20 @@ SI_HD int block_bytes(ggml_type t) {
 // Whether to_f32_row can decode this type.
 SI_HD bool can_decode(ggml_type t) { return block_elems(t) != 0; }
 
+// The group size of ggml-cpu's activation blocks for a weight type (its
+// vec_dot_type: Q8_0/Q8_1 groups of 32, Q8_K groups of 256); 0 when the
+// activations are not quantized (float weights, or no matmul kernel for it).
+SI_HD int act_group(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
+            return 32;
+        case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+            return kQK_K;
+        default:
+            return 0;
+    }
+}
+
 // Whether from_f32_row can encode this type.
 SI_HD bool can_encode(ggml_type t) {
     return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 ||

@@ -18,22 +18,10 @@
 
 #include <cuda_fp16.h>
 
+#include "kernels/common/quants.h"
 #include "kernels/cuda/common.cuh"
 
 namespace standin::kernels::cuda::mm {
-
-// The group size of ggml-cpu's activation blocks for a weight type; 0 when
-// its activations are not quantized (float weights).
-inline int act_group(ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
-            return 32;
-        case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-            return 256;
-        default:
-            return 0;
-    }
-}
 
 template <typename O, int G>
 __global__ void act_round_kernel(Shape b, const char * bd, O * y, int64_t ldy, int64_t n_groups) {
@@ -71,7 +59,8 @@ __global__ void act_round_kernel(Shape b, const char * bd, O * y, int64_t ldy, i
     }
 }
 
-// Launches the rounding of all of b (ne[0] a multiple of `group`) into y.
+// Launches the rounding of all of b (ne[0] a multiple of `group`, from
+// quant::act_group) into y.
 template <typename O>
 void act_round(const ggml_tensor * b, int group, O * y, int64_t ldy, cudaStream_t st) {
     const int64_t n_groups = ggml_nrows(b) * (b->ne[0] / group);

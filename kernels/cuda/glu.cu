@@ -13,7 +13,7 @@
 // Test: test-backend-ops -b STANDIN_CUDA0 -o SWIGLU (GEGLU, REGLU, ...)
 #include <cstring>
 
-#include "kernels/cuda/act.cuh"
+#include "kernels/common/activations.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 

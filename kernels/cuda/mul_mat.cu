@@ -80,18 +80,6 @@ bool launch_tile(ggml_type t, const Args & p, cudaStream_t st) {
 
 constexpr int kStageBlock = 256;
 
-__global__ void stage_kernel(Shape b, const char * bd, float * y, int64_t kp, int round_to, int64_t n) {
-    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
-        float v = load_f(b.type, bd + offset_of(b, k));
-        if (round_to == GGML_TYPE_F16) {
-            v = __half2float(__float2half_rn(v));
-        } else if (round_to == GGML_TYPE_BF16) {
-            v = __bfloat162float(__float2bfloat16_rn(v));
-        }
-        y[(k / b.ne[0]) * kp + k % b.ne[0]] = v;
-    }
-}
-
 bool y_usable(const ggml_tensor * b) {
     return b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) && aligned_to(b, 16);
 }
@@ -125,7 +113,7 @@ Staged stage_y(const ggml_tensor * b, ggml_type weight_type, cudaStream_t st) {
     // as ggml-cpu forms its products.
     const ggml_type round_to =
         (weight_type == GGML_TYPE_F16 || weight_type == GGML_TYPE_BF16) ? weight_type : GGML_TYPE_F32;
-    const int group = act_group(weight_type);
+    const int group = quant::act_group(weight_type);
     Staged s;
     if (round_to == GGML_TYPE_F32 && group == 0 && y_usable(b)) {
         s.y = static_cast<const char *>(b->data);
@@ -146,7 +134,7 @@ Staged stage_y(const ggml_tensor * b, ggml_type weight_type, cudaStream_t st) {
         act_round<float>(b, group, static_cast<float *>(s.scratch), kp, st);
         SI_CUDA_LAUNCH_CHECK();
     } else if (n > 0) {
-        stage_kernel<<<grid_for(n, kStageBlock), kStageBlock, 0, st>>>(
+        dense_columns_kernel<float><<<grid_for(n, kStageBlock), kStageBlock, 0, st>>>(
             shape_of(b), static_cast<const char *>(b->data), static_cast<float *>(s.scratch), kp, int(round_to), n);
         SI_CUDA_LAUNCH_CHECK();
     }

@@ -9,11 +9,15 @@
 // scratch memory first.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ggml.h"
+#include "kernels/cuda/common.cuh"
 
 namespace standin::kernels::cuda::mm {
 
@@ -28,6 +32,31 @@ struct Args {
     bool         a_vec;    // float weights: rows 16-byte aligned and K % 8 == 0 (8-wide loads)
     int64_t      n_tiles;  // tiled path: column tiles per matrix (set by its launcher)
 };
+
+// src1 (any float type and strides) -> dense columns of `ld` elements of O
+// (float, __half or __nv_bfloat16). Float output is rounded through
+// `round_to` (GGML_TYPE_F16 / BF16) when that is not F32, as ggml-cpu rounds
+// src1 for weights of those types; the 16-bit outputs round once, to nearest.
+template <typename O>
+__global__ void dense_columns_kernel(Shape b, const char * bd, O * y, int64_t ld, int round_to, int64_t n) {
+    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+        float v = load_f(b.type, bd + offset_of(b, k));
+        O out;
+        if constexpr (std::is_same<O, float>::value) {
+            if (round_to == GGML_TYPE_F16) {
+                v = __half2float(__float2half_rn(v));
+            } else if (round_to == GGML_TYPE_BF16) {
+                v = __bfloat162float(__float2bfloat16_rn(v));
+            }
+            out = v;
+        } else if constexpr (std::is_same<O, __half>::value) {
+            out = __float2half_rn(v);
+        } else {
+            out = __float2bfloat16_rn(v);
+        }
+        y[(k / b.ne[0]) * ld + k % b.ne[0]] = out;
+    }
+}
 
 // Y columns for the kernels: either src1 itself or a staged copy.
 struct Staged {

@@ -39,23 +39,6 @@ namespace {
 constexpr size_t kChunkBytes = size_t(128) << 20;
 constexpr int    kBlock = 256;
 
-// src1 (any float type, any strides) -> dense columns of ldb elements of O.
-template <typename O>
-__global__ void to_dense_kernel(Shape b, const char * bd, O * y, int64_t ldb, int64_t n) {
-    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
-        const float v = load_f(b.type, bd + offset_of(b, k));
-        O out;
-        if constexpr (sizeof(O) == 4) {
-            out = v;
-        } else if constexpr (std::is_same<O, __half>::value) {
-            out = __float2half_rn(v);
-        } else {
-            out = __float2bfloat16_rn(v);
-        }
-        y[(k / b.ne[0]) * ldb + k % b.ne[0]] = out;
-    }
-}
-
 // Rows [0, rows) of a block-quantized matrix (row stride a_nb1 bytes) -> F16,
 // K per row, dense. One thread per Part (8 values).
 template <int T>
@@ -79,10 +62,8 @@ __global__ void dequant_f16_kernel(const char * a, int64_t a_nb1, __half * out, 
     }
 }
 
-// rows == 0 only asks whether the type has a decoder (nothing is launched).
 template <int T> void dequant_rows(const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows,
                                    cudaStream_t st) {
-    if (rows == 0) return;
     const int64_t n = rows * (K / dq::Part<T>::kQKb) * dq::Part<T>::kParts;
     dequant_f16_kernel<T><<<grid_for(n, kBlock), kBlock, 0, st>>>(a, a_nb1, out, K, rows);
 }
@@ -143,7 +124,8 @@ bool launch_blas(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, 
         return false;
     }
     if (quant) {
-        if (a->ne[2] != 1 || a->ne[3] != 1 || b->ne[2] != 1 || b->ne[3] != 1 || !dequant_launch(a->type, nullptr, 0, nullptr, K, 0, nullptr)) {
+        // Block types with a mat-vec decoder (mul_mat checked) all have a dequant_launch case.
+        if (a->ne[2] != 1 || a->ne[3] != 1 || b->ne[2] != 1 || b->ne[3] != 1) {
             return false;
         }
     } else if (a->nb[0] != es || a->nb[1] % es != 0 || a->nb[2] % es != 0 || a->nb[3] % es != 0 ||
@@ -168,16 +150,18 @@ bool launch_blas(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, 
     const int64_t n = ggml_nelements(b);
     const Shape bs = shape_of(b);
     const char * bd = static_cast<const char *>(b->data);
-    const int group = act_group(a->type);
+    const int group = quant::act_group(a->type);
     if (group != 0 && K % group == 0) {
         act_round<__half>(b, group, static_cast<__half *>(yb), ldb, st);
     } else if (bt == GGML_TYPE_F32) {
-        to_dense_kernel<float><<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<float *>(yb), ldb, n);
+        dense_columns_kernel<float>
+            <<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<float *>(yb), ldb, GGML_TYPE_F32, n);
     } else if (bt == GGML_TYPE_F16) {
-        to_dense_kernel<__half><<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<__half *>(yb), ldb, n);
+        dense_columns_kernel<__half>
+            <<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<__half *>(yb), ldb, GGML_TYPE_F32, n);
     } else {
-        to_dense_kernel<__nv_bfloat16>
-            <<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<__nv_bfloat16 *>(yb), ldb, n);
+        dense_columns_kernel<__nv_bfloat16>
+            <<<grid_for(n, kBlock), kBlock, 0, st>>>(bs, bd, static_cast<__nv_bfloat16 *>(yb), ldb, GGML_TYPE_F32, n);
     }
     SI_CUDA_LAUNCH_CHECK();
 

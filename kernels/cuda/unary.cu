@@ -9,7 +9,7 @@
 // Test: test-backend-ops -b STANDIN_CUDA0 -o SILU (any sub-op name)
 #include <cstring>
 
-#include "kernels/cuda/act.cuh"
+#include "kernels/common/activations.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 

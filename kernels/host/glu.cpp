@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/common/activations.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
 #include "kernels/host/simd_math.h"
@@ -26,10 +27,6 @@ namespace standin::kernels::host {
 namespace {
 
 constexpr int64_t kMinElemsPerTask = 16384;
-constexpr float kGeluA          = 0.044715f;
-constexpr float kGeluQuickCoef  = -1.702f;
-constexpr float kSqrt2OverPi    = 0.79788456080286535587989211986876f;
-constexpr float kSqrt2Inv       = 0.70710678118654752440084436210484f;
 
 struct GluParams {
     ggml_glu_op op;
@@ -39,11 +36,11 @@ struct GluParams {
 
 float gate(const GluParams & p, float x, float g) {
     switch (p.op) {
-        case GGML_GLU_OP_REGLU:       return (x > 0.0f ? x : 0.0f) * g;
-        case GGML_GLU_OP_GEGLU:       return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluA * x * x))) * g;
-        case GGML_GLU_OP_SWIGLU:      return x / (1.0f + std::exp(-x)) * g;
-        case GGML_GLU_OP_GEGLU_ERF:   return 0.5f * x * (1.0f + std::erf(x * kSqrt2Inv)) * g;
-        case GGML_GLU_OP_GEGLU_QUICK: return x * (1.0f / (1.0f + std::exp(kGeluQuickCoef * x))) * g;
+        case GGML_GLU_OP_REGLU:       return act::relu(x) * g;
+        case GGML_GLU_OP_GEGLU:       return act::gelu(x) * g;
+        case GGML_GLU_OP_SWIGLU:      return act::silu(x) * g;
+        case GGML_GLU_OP_GEGLU_ERF:   return act::gelu_erf(x) * g;
+        case GGML_GLU_OP_GEGLU_QUICK: return act::gelu_quick(x) * g;
         case GGML_GLU_OP_SWIGLU_OAI: {
             const float xc = std::min(x, p.limit);
             const float gc = std::clamp(g, -p.limit, p.limit);

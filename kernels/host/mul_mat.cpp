@@ -183,7 +183,7 @@ const float * src1_row_f32(const ggml_tensor * b, int64_t n, int64_t i12, int64_
 bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape & s, mm::QTileFn fn) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
-    const int64_t group = mm::act_group(a->type);
+    const int64_t group = quant::act_group(a->type);
     // Scratch: per column K int8, K/32 floats of d, K/32 of s, K/2 int16 sums.
     const int64_t ncols = s.N * s.ne12 * s.ne13;
     const size_t  q_bytes = (size_t(ncols * s.K) + 63) & ~size_t(63);

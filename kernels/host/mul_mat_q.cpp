@@ -453,18 +453,6 @@ inline int32_t hsum_i32(__m256i v) {
 
 } // namespace
 
-int64_t act_group(ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q8_0:
-            return 32;
-        case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-            return kQK_K;
-        default:
-            return 0;
-    }
-}
-
 void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * s, int16_t * p8) {
     const __m256i ones = _mm256_set1_epi8(1);
     for (int64_t g = 0; g < K / 32; ++g) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/common/activations.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
 #include "kernels/host/simd_math.h"
@@ -22,10 +23,6 @@ namespace standin::kernels::host {
 namespace {
 
 constexpr int64_t kMinElemsPerTask = 16384;
-constexpr float kGeluA          = 0.044715f;
-constexpr float kGeluQuickCoef  = -1.702f;
-constexpr float kSqrt2OverPi    = 0.79788456080286535587989211986876f;
-constexpr float kSqrt2Inv       = 0.70710678118654752440084436210484f;
 
 struct XieluParams {
     float alpha_n, alpha_p, beta, eps;
@@ -39,17 +36,17 @@ float apply(ggml_unary_op op, float x, const XieluParams & xp) {
         case GGML_UNARY_OP_STEP:        return x > 0.0f ? 1.0f : 0.0f;
         case GGML_UNARY_OP_TANH:        return std::tanh(x);
         case GGML_UNARY_OP_ELU:         return x > 0.0f ? x : std::expm1(x);
-        case GGML_UNARY_OP_RELU:        return x > 0.0f ? x : 0.0f;
+        case GGML_UNARY_OP_RELU:        return act::relu(x);
         case GGML_UNARY_OP_SIGMOID:     return 1.0f / (1.0f + std::exp(-x));
-        case GGML_UNARY_OP_GELU:        return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluA * x * x)));
-        case GGML_UNARY_OP_GELU_QUICK:  return x * (1.0f / (1.0f + std::exp(kGeluQuickCoef * x)));
-        case GGML_UNARY_OP_SILU:        return x / (1.0f + std::exp(-x));
+        case GGML_UNARY_OP_GELU:        return act::gelu(x);
+        case GGML_UNARY_OP_GELU_QUICK:  return act::gelu_quick(x);
+        case GGML_UNARY_OP_SILU:        return act::silu(x);
         case GGML_UNARY_OP_HARDSWISH:   return x * std::fmin(1.0f, std::fmax(0.0f, (x + 3.0f) / 6.0f));
         case GGML_UNARY_OP_HARDSIGMOID: return std::fmin(1.0f, std::fmax(0.0f, (x + 3.0f) / 6.0f));
         case GGML_UNARY_OP_EXP:         return std::exp(x);
         case GGML_UNARY_OP_EXPM1:       return std::exp(x) - 1.0f;
         case GGML_UNARY_OP_SOFTPLUS:    return x > 20.0f ? x : std::log(1.0f + std::exp(x));
-        case GGML_UNARY_OP_GELU_ERF:    return 0.5f * x * (1.0f + std::erf(x * kSqrt2Inv));
+        case GGML_UNARY_OP_GELU_ERF:    return act::gelu_erf(x);
         case GGML_UNARY_OP_XIELU:
             if (x > 0.0f) return xp.alpha_p * x * x + xp.beta * x;
             return (std::expm1(std::fmin(x, xp.eps)) - x) * xp.alpha_n + xp.beta * x;

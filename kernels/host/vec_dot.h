@@ -46,9 +46,6 @@ struct Act {
     int64_t         K;
 };
 
-// The activation group size a weight type needs (32 or 256), 0 if none.
-int64_t act_group(ggml_type type);
-
 // Quantizes K floats (K a multiple of the group) into one activation column.
 void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * s, int16_t * p8);
 void quantize_act_256(const float * x, int64_t K, int8_t * q, float * d, int16_t * bs);
