@@ -63,7 +63,8 @@ std::string Config::summary() const {
     s << "host_devices=" << host_devices << " threads=" << (threads == 0 ? std::string("auto") : std::to_string(threads))
       << " cuda=" << (cuda ? "on" : "off") << " offload_min_batch=" << offload_min_batch
       << " debug=" << (debug ? "on" : "off") << " score=" << score
-      << " cuda_graphs=" << (cuda_graphs ? "on" : "off") << " cublas=" << (cublas ? "on" : "off") << " mode="
+      << " cuda_graphs=" << (cuda_graphs ? "on" : "off") << " cublas=" << (cublas ? "on" : "off")
+      << " fusion=" << (fusion ? "on" : "off") << " mode="
       << (mode == Mode::standalone ? "standalone" : mode == Mode::interpose ? "interpose" : "auto");
     if (!real.empty()) s << " real=" << real;
     if (local_ops != "none") s << " local_ops=" << local_ops;
@@ -86,6 +87,7 @@ Config parse_config(const EnvLookup & env) {
     read_int(env, "GGML_STANDIN_SCORE", 0, 1000000, c.score, c.warnings);
     read_bool(env, "GGML_STANDIN_CUDA_GRAPHS", c.cuda_graphs, c.warnings);
     read_bool(env, "GGML_STANDIN_CUBLAS", c.cublas, c.warnings);
+    read_bool(env, "GGML_STANDIN_FUSION", c.fusion, c.warnings);
     read_bool(env, "GGML_STANDIN_PROFILE", c.profile, c.warnings);
     if (const char * m = env("GGML_STANDIN_MODE"); m != nullptr && *m != '\0') {
         const std::string v(m);

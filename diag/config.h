@@ -29,6 +29,9 @@ struct Config {
     // MUL_MAT through cuBLAS (loaded at run time) where it is present.
     bool cuda_graphs       = true;  // GGML_STANDIN_CUDA_GRAPHS    0|1
     bool cublas            = true;  // GGML_STANDIN_CUBLAS         0|1
+    // CUDA device: fused launches for RMS_NORM x MUL and for MUL_MATs sharing
+    // src1, with the node order that makes them adjacent (kernels/fusion.h).
+    bool fusion            = true;  // GGML_STANDIN_FUSION         0|1
     // Per-op time profile of standalone graphs (timed per node, so slower),
     // printed through the log when a backend is freed.
     bool profile           = false; // GGML_STANDIN_PROFILE        0|1

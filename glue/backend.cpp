@@ -7,6 +7,7 @@
 #include "diag/crash.h"
 #include "diag/log.h"
 #include "glue/glue.h"
+#include "kernels/fusion.h"
 #include "kernels/op_table.h"
 #include "runtime/ownership.h"
 
@@ -87,11 +88,7 @@ void append_node_key(std::vector<uint8_t> & key, const ggml_tensor * t) {
     }
 }
 
-bool node_has_work(const ggml_tensor * node) {
-    // Nodes without the COMPUTE flag are placeholders another engine (the
-    // meta backend) computes; empty tensors and views have nothing to do.
-    return (node->flags & GGML_TENSOR_FLAG_COMPUTE) != 0 && !ggml_is_empty(node) && !kernels::is_view_op(node->op);
-}
+bool node_has_work(const ggml_tensor * node) { return kernels::has_work(node); }
 
 // GGML_STANDIN_FAULT=perturb:OP (diag/config.h): a planted wrong kernel, so the
 // tests of `standin ab` can show it finds one. Host devices only (their memory
@@ -115,6 +112,23 @@ ggml_status run_nodes(BackendContext & ctx, ggml_cgraph * cgraph, bool profile, 
             continue;
         }
         diag::crash_context_node("graph_compute", ctx.dev->name.c_str(), ggml_op_desc(node), i);
+        if (ctx.dev->config->fusion) {
+            const kernels::FusedRun fused = kernels::run_fused(kind, *ctx.stream, cgraph, i);
+            if (fused.covered > 0) {
+                if (!fused.ok) {
+                    diag::crash_context_clear();
+                    SI_LOG_ERROR("%s: fused launch from node %d (%s) failed", ctx.dev->name.c_str(), i,
+                                 ggml_op_desc(node));
+                    return GGML_STATUS_FAILED;
+                }
+                if (profile) {
+                    ctx.stream->profile_mark();
+                    ran->push_back(i);
+                }
+                i += fused.covered - 1;
+                continue;
+            }
+        }
         if (!kernels::run_node(kind, *ctx.stream, node)) {
             diag::crash_context_clear();
             SI_LOG_ERROR("%s: node %d (%s, %s '%s') is not supported here", ctx.dev->name.c_str(), i,
@@ -197,6 +211,19 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
     return status;
 }
 
+// Called by ggml's scheduler on each split before it allocates the split, so
+// a new node order is also the order memory is planned for (Note [fusion]).
+void backend_graph_optimize(ggml_backend_t backend, ggml_cgraph * cgraph, ggml_backend_graph_optimize_params *) {
+    BackendContext & ctx = backend_ctx(backend);
+    if (!ctx.dev->config->fusion || cgraph == nullptr) {
+        return;
+    }
+    const int moved = kernels::order_for_fusion(ctx.dev->rt->kind(), ggml_graph_nodes(cgraph), ggml_graph_n_nodes(cgraph));
+    if (moved > 0 && ctx.dev->config->debug) {
+        SI_LOG_DEBUG("%s: %d nodes moved next to a MUL_MAT with the same src1", ctx.dev->name.c_str(), moved);
+    }
+}
+
 void backend_event_record(ggml_backend_t backend, ggml_backend_event_t event) {
     backend_ctx(backend).stream->record(*event_ctx(event).event);
 }
@@ -221,7 +248,7 @@ const ggml_backend_i backend_iface = {
     /* .graph_compute       = */ backend_graph_compute,
     /* .event_record        = */ backend_event_record,
     /* .event_wait          = */ backend_event_wait,
-    /* .graph_optimize      = */ nullptr,
+    /* .graph_optimize      = */ backend_graph_optimize,
 };
 
 } // namespace

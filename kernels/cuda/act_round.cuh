@@ -10,7 +10,8 @@
 //
 // One warp per group; the source may have any float type and strides (the
 // element with linear index k is at offset_of(b, k)); the output is dense
-// columns of ldy elements of O (float or __half).
+// columns of ldy elements of O (float or __half), or, for the integer mat-vec,
+// the codes and scales themselves (quantize_act).
 //
 // Test: the logits ctests on STANDIN_CUDA0 with a Q8_0 model (NMSE <= 1e-4
 // against ggml-cpu), test-backend-ops -o MUL_MAT.
@@ -23,8 +24,42 @@
 
 namespace standin::kernels::cuda::mm {
 
-template <typename O, int G>
-__global__ void act_round_kernel(Shape b, const char * bd, O * y, int64_t ldy, int64_t n_groups) {
+// Where a group's results go: rounded values q * d as O (float or __half) in
+// dense columns of ldy elements, or (QuantOut) the int8 codes q and the scale
+// d themselves, for the integer mat-vec (mul_mat_vec_q8.cu).
+template <typename O> struct RoundOut {
+    O *     y;
+    int64_t ldy;
+    template <int kPer>
+    __device__ void put(int64_t col, int64_t k, int lane, const int (&q)[kPer], float d) const {
+        O * out = y + col * ldy + k;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const float v = __fmul_rn(float(q[j]), d);
+            if constexpr (sizeof(O) == 4) {
+                out[j] = v;
+            } else {
+                out[j] = __float2half_rn(v);
+            }
+        }
+        (void) lane;
+    }
+};
+
+struct QuantOut {
+    int8_t * q;   // column c at q + c * K
+    float *  d;   // column c at d + c * (K / 32), one per group of 32
+    int64_t  K;
+    template <int kPer>
+    __device__ void put(int64_t col, int64_t k, int lane, const int (&qv)[kPer], float dv) const {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) q[col * K + k + j] = int8_t(qv[j]);
+        if (lane == 0) d[col * (K / 32) + (k - lane * kPer) / 32] = dv;
+    }
+};
+
+template <int G, typename Out>
+__global__ void act_round_kernel(Shape b, const char * bd, Out out, int64_t n_groups, bool dense_f32) {
     constexpr int kPer = G / 32;
     const int lane = int(threadIdx.x & 31u);
     const int64_t K = b.ne[0], groups_per_col = K / G;
@@ -35,7 +70,8 @@ __global__ void act_round_kernel(Shape b, const char * bd, O * y, int64_t ldy, i
         float amax = 0.0f;
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
-            x[j] = load_f(b.type, bd + offset_of(b, col * K + k0 + lane * kPer + j));
+            const int64_t k = col * K + k0 + lane * kPer + j;
+            x[j] = dense_f32 ? reinterpret_cast<const float *>(bd)[k] : load_f(b.type, bd + offset_of(b, k));
             amax = fmaxf(amax, fabsf(x[j]));
         }
         amax = warp_max(amax);
@@ -46,34 +82,38 @@ __global__ void act_round_kernel(Shape b, const char * bd, O * y, int64_t ldy, i
         } else {
             d = id != 0.0f ? __fdiv_rn(1.0f, id) : 0.0f;
         }
-        O * out = y + col * ldy + k0 + lane * kPer;
+        int q[kPer];
 #pragma unroll
-        for (int j = 0; j < kPer; ++j) {
-            const float v = __fmul_rn(float(__float2int_rn(__fmul_rn(x[j], id))), d);
-            if constexpr (sizeof(O) == 4) {
-                out[j] = v;
-            } else {
-                out[j] = __float2half_rn(v);
-            }
-        }
+        for (int j = 0; j < kPer; ++j) q[j] = __float2int_rn(__fmul_rn(x[j], id));
+        out.template put<kPer>(col, k0 + lane * kPer, lane, q, d);
     }
+}
+
+template <int G, typename Out> void launch_act(const ggml_tensor * b, const Out & out, cudaStream_t st) {
+    const int64_t n_groups = ggml_nrows(b) * (b->ne[0] / G);
+    if (n_groups == 0) return;
+    constexpr int kThreads = 256;
+    // Dense F32 (the usual src1) is read without the per-element index split.
+    const bool dense_f32 = b->type == GGML_TYPE_F32 && ggml_is_contiguous(b);
+    act_round_kernel<G, Out><<<grid_for(n_groups * 32, kThreads), kThreads, 0, st>>>(
+        shape_of(b), static_cast<const char *>(b->data), out, n_groups, dense_f32);
 }
 
 // Launches the rounding of all of b (ne[0] a multiple of `group`, from
 // quant::act_group) into y.
 template <typename O>
 void act_round(const ggml_tensor * b, int group, O * y, int64_t ldy, cudaStream_t st) {
-    const int64_t n_groups = ggml_nrows(b) * (b->ne[0] / group);
-    if (n_groups == 0) return;
-    constexpr int kThreads = 256;
-    const unsigned grid = grid_for(n_groups * 32, kThreads);
-    const Shape s = shape_of(b);
-    const char * d = static_cast<const char *>(b->data);
     if (group == 32) {
-        act_round_kernel<O, 32><<<grid, kThreads, 0, st>>>(s, d, y, ldy, n_groups);
+        launch_act<32>(b, RoundOut<O>{y, ldy}, st);
     } else {
-        act_round_kernel<O, 256><<<grid, kThreads, 0, st>>>(s, d, y, ldy, n_groups);
+        launch_act<256>(b, RoundOut<O>{y, ldy}, st);
     }
+}
+
+// Quantizes all of b (ne[0] a multiple of 32) to 32-groups: codes into q
+// (column c at q + c * ne[0]) and scales into d (column c at d + c * ne[0] / 32).
+inline void quantize_act(const ggml_tensor * b, int8_t * q, float * d, cudaStream_t st) {
+    launch_act<32>(b, QuantOut{q, d, b->ne[0]}, st);
 }
 
 } // namespace standin::kernels::cuda::mm

@@ -24,4 +24,14 @@ bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT
 bool reduce(rt::Stream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX
 bool shape(rt::Stream & stream, ggml_tensor * node);           // CONCAT REPEAT
 
+
+// Fused launches, chosen by kernels/fusion.cpp:
+// consecutive MUL_MAT nodes sharing src1 (pairs accepted by mul_mat_group_ok)
+bool mul_mat_group_ok(const ggml_tensor * first, const ggml_tensor * next);
+bool mul_mat_group(rt::Stream & stream, ggml_tensor * const * nodes, int n);
+// RMS_NORM followed by MUL of its result with a broadcast F32 weight; both
+// results are written (rms_norm_mul_ok says whether the pair qualifies)
+bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul);
+bool rms_norm_mul(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul);
+
 } // namespace standin::kernels::cuda

@@ -9,8 +9,9 @@
 // in ggml's permuted layout dst[:, head, query, batch]. V rows up to 512
 // elements (the predicate checks); Q/K rows any length.
 //
-// One block of 4 warps per (query row, head, batch). The keys are dealt out in
-// tiles of 32, tile t to warp t % 4: lane j computes the score of key j of the
+// One block of 4 warps (8 when there are few blocks: decoding) per (query
+// row, head, batch). The keys are dealt out in tiles of 32, tile t to warp
+// t % warps: lane j computes the score of key j of the
 // tile (its own dot product over the head dimension, Q from shared memory),
 // the warp folds the tile into its online softmax (running max and sum), and
 // the tile's value rows are accumulated with lane l owning output elements
@@ -19,6 +20,9 @@
 // memory, rescaled to the common maximum (and the sink), and normalised.
 // Arithmetic is f32 throughout.
 //
+// Batches of queries over F16 K/V with head sizes 64 and 128 (prefill) go to
+// the tensor-core kernel of flash_attn_tc.cu instead.
+//
 // Test: test-backend-ops -b STANDIN_CUDA0 -o FLASH_ATTN_EXT
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -26,27 +30,17 @@
 #include "kernels/common/softmax.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/flash_attn.cuh"
 
 namespace standin::kernels::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kMaxDV = 512;
+using fa::FaArgs;
 
-struct FaArgs {
-    const char * q; int64_t q_nb1, q_nb2, q_nb3;
-    const char * k; int64_t k_nb1, k_nb2, k_nb3;
-    const char * v; int64_t v_nb1, v_nb2, v_nb3;
-    const char * mask; int64_t m_nb1, m_nb2, m_nb3, m_ne2, m_ne3;
-    const float * sinks;
-    char * d; int64_t d_nb1, d_nb2, d_nb3;
-    int64_t D, DV, nq, nh, nq3, nkv;
-    int64_t rk2, rk3, rv2, rv3;  // query heads / batches per K (V) head / batch
-    num::AttnParams ap;
-    num::Alibi alibi;
-    bool k_vec;  // K rows 16-byte aligned and D % 8 == 0
-};
+constexpr int kMaxDV = 512;
+// V rows loaded together: more in flight for short rows, fewer registers for long ones.
+template <int NV> __host__ __device__ constexpr int v_rows() { return NV <= 4 ? 8 : NV <= 8 ? 4 : 2; }
 
 template <int T> __device__ __forceinline__ float ld(const char * row, int64_t i) {
     if constexpr (T == GGML_TYPE_F32) return reinterpret_cast<const float *>(row)[i];
@@ -58,6 +52,7 @@ template <int T> __device__ __forceinline__ float ld(const char * row, int64_t i
 template <int T> __device__ __forceinline__ float qk_dot(const float * q, const char * krow, int64_t D, bool vec) {
     float s = 0.0f;
     if (vec) {
+#pragma unroll 8
         for (int64_t d = 0; d < D; d += 8) {
             float w[8];
             if constexpr (T == GGML_TYPE_F32) {
@@ -90,7 +85,7 @@ template <int T> __device__ __forceinline__ float qk_dot(const float * q, const 
     return s;
 }
 
-template <int T, int NV>
+template <int T, int NV, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
     extern __shared__ float smem[];
     float * q_s = smem;                          // [D], padded to a multiple of 4
@@ -141,15 +136,31 @@ __global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
             }
             const float w = sc == -INFINITY ? 0.0f : expf(sc - m);
             s += w;
-            const int64_t nc = p.nkv - c0 < 32 ? p.nkv - c0 : 32;
-            for (int j = 0; j < nc; ++j) {
-                const float wj = __shfl_sync(0xffffffffu, w, j);
-                if (wj == 0.0f) continue;
-                const char * vrow = vbase + (c0 + j) * p.v_nb1;
+            // V rows of the tile, kVRows at a time: their loads are issued
+            // together, then added in key order. Masked keys (weight 0) are
+            // neither loaded nor added (their cache rows may hold anything).
+            const int nc = int(p.nkv - c0 < 32 ? p.nkv - c0 : 32);
+            constexpr int kVRows = v_rows<NV>();
+            for (int j0 = 0; j0 < nc; j0 += kVRows) {
+                float wj[kVRows], vv[kVRows][NV];
 #pragma unroll
-                for (int i = 0; i < NV; ++i) {
-                    const int64_t d = lane + 32 * i;
-                    if (d < p.DV) o[i] = fmaf(wj, ld<T>(vrow, d), o[i]);
+                for (int u = 0; u < kVRows; ++u) {
+                    const int j = j0 + u;
+                    const float wu = __shfl_sync(0xffffffffu, w, j & 31);
+                    const bool use = j < nc && wu != 0.0f;
+                    wj[u] = use ? wu : 0.0f;
+                    const char * vrow = vbase + (c0 + j) * p.v_nb1;
+#pragma unroll
+                    for (int i = 0; i < NV; ++i) {
+                        const int64_t d = lane + 32 * i;
+                        vv[u][i] = use && d < p.DV ? ld<T>(vrow, d) : 0.0f;
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < kVRows; ++u) {
+                    if (wj[u] == 0.0f) continue;
+#pragma unroll
+                    for (int i = 0; i < NV; ++i) o[i] = fmaf(wj[u], vv[u][i], o[i]);
                 }
             }
         }
@@ -187,17 +198,27 @@ __global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
     }
 }
 
-template <int T> void launch_t(const FaArgs & p, cudaStream_t st) {
+template <int T, int W> void launch_tw(const FaArgs & p, cudaStream_t st) {
     const dim3 grid(unsigned(p.nq < 65535 * 16 ? p.nq : 65535 * 16), unsigned(p.nh), unsigned(p.nq3));
-    const size_t smem = size_t((p.D + 3) / 4 * 4 + 2 * kWarps + kWarps * p.DV) * sizeof(float);
+    const size_t smem = size_t((p.D + 3) / 4 * 4 + 2 * W + W * p.DV) * sizeof(float);
     if (p.DV <= 64) {
-        fa_kernel<T, 2><<<grid, kWarps * 32, smem, st>>>(p);
+        fa_kernel<T, 2, W><<<grid, W * 32, smem, st>>>(p);
     } else if (p.DV <= 128) {
-        fa_kernel<T, 4><<<grid, kWarps * 32, smem, st>>>(p);
+        fa_kernel<T, 4, W><<<grid, W * 32, smem, st>>>(p);
     } else if (p.DV <= 256) {
-        fa_kernel<T, 8><<<grid, kWarps * 32, smem, st>>>(p);
+        fa_kernel<T, 8, W><<<grid, W * 32, smem, st>>>(p);
     } else {
-        fa_kernel<T, 16><<<grid, kWarps * 32, smem, st>>>(p);
+        fa_kernel<T, 16, W><<<grid, W * 32, smem, st>>>(p);
+    }
+}
+
+// Few (query row, head) blocks - decoding - cannot fill the GPU with 4 warps
+// each; 8 warps take the key tiles two times faster there.
+template <int T> void launch_t(const FaArgs & p, cudaStream_t st) {
+    if (p.nq * p.nh * p.nq3 < 256 && p.nkv > 4 * 32) {
+        launch_tw<T, 8>(p, st);
+    } else {
+        launch_tw<T, 4>(p, st);
     }
 }
 
@@ -247,6 +268,11 @@ bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
         return true;
     }
     cudaStream_t st = stream_of(stream);
+    if (fa::tc_applies(p, t == GGML_TYPE_F16)) {
+        fa::launch_tc(p, st);
+        SI_CUDA_LAUNCH_CHECK();
+        return true;
+    }
     switch (t) {
         case GGML_TYPE_F16:  launch_t<GGML_TYPE_F16>(p, st); break;
         case GGML_TYPE_F32:  launch_t<GGML_TYPE_F32>(p, st); break;

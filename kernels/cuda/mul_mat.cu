@@ -5,7 +5,8 @@
 // type and strides (staged to dense f32 columns when needed, mul_mat.cuh);
 // dst: F32, dim 0 dense.
 //
-// N <= 8 src1 columns: the warp-per-row mat-vec of mul_mat_vec.cu. From
+// N <= 8 src1 columns: for the 32-element block formats the integer mat-vec
+// of mul_mat_vec_q8.cu, else the warp-per-row mat-vec of mul_mat_vec.cu. From
 // kBlasMinN columns: cuBLAS when present (mul_mat_blas.cu). Otherwise the
 // tiled tensor-core product of mul_mat_tile.cuh (64 x 64 dst tiles, TF32
 // WMMA), one block per (row tile, column tile, matrix).
@@ -168,31 +169,20 @@ bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
         mm::launch_blas(a, b, node, st, static_cast<rt::cuda::CudaStream &>(stream).device())) {
         return true;
     }
+    if (mm::q8_applies(a, b)) {
+        return mm::mul_mat_q8_group(static_cast<rt::cuda::CudaStream &>(stream), &node, 1);
+    }
     mm::Staged y = mm::stage_y(b, a->type, st);
     if (!y.ok) {
         return false;
     }
 
     mm::Args p;
-    p.a = static_cast<const char *>(a->data);
-    p.a_nb1 = int64_t(a->nb[1]);
-    p.a_nb2 = int64_t(a->nb[2]);
-    p.a_nb3 = int64_t(a->nb[3]);
+    mm::fill_common(p, a, b, node);
     p.y = y.y;
     p.y_nb1 = y.nb1;
     p.y_nb2 = y.nb2;
     p.y_nb3 = y.nb3;
-    p.d = static_cast<char *>(node->data);
-    p.d_nb1 = int64_t(node->nb[1]);
-    p.d_nb2 = int64_t(node->nb[2]);
-    p.d_nb3 = int64_t(node->nb[3]);
-    p.K = a->ne[0];
-    p.M = a->ne[1];
-    p.N = b->ne[1];
-    p.ne12 = b->ne[2];
-    p.ne13 = b->ne[3];
-    p.r2 = b->ne[2] / a->ne[2];
-    p.r3 = b->ne[3] / a->ne[3];
     p.a_vec = p.K % 8 == 0 && aligned_to(a, 16);
 
     if (p.N <= 8) {

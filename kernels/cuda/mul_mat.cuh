@@ -77,6 +77,57 @@ void   release(Staged & s, cudaStream_t st);
 // Keeps freed stream-ordered scratch in the device's pool across syncs.
 void keep_pool_memory();
 
+// The fields Args and Q8Args share: weights a, dst d, the sizes, and the
+// broadcast ratios r2, r3 of src1 b over a.
+template <typename P> void fill_common(P & p, const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d) {
+    p.a = static_cast<const char *>(a->data);
+    p.a_nb1 = int64_t(a->nb[1]);
+    p.a_nb2 = int64_t(a->nb[2]);
+    p.a_nb3 = int64_t(a->nb[3]);
+    p.d = static_cast<char *>(d->data);
+    p.d_nb1 = int64_t(d->nb[1]);
+    p.d_nb2 = int64_t(d->nb[2]);
+    p.d_nb3 = int64_t(d->nb[3]);
+    p.K = a->ne[0];
+    p.M = a->ne[1];
+    p.N = b->ne[1];
+    p.ne12 = b->ne[2];
+    p.ne13 = b->ne[3];
+    p.r2 = b->ne[2] / a->ne[2];
+    p.r3 = b->ne[3] / a->ne[3];
+}
+
+// End of a mat-vec row: the lanes' partial sums of NC columns -> dst row
+// (column c at drow + c * d_nb1). R warps share the row (R > 1: through
+// `part`, kWarps x NC floats of shared memory, and a barrier every warp of the
+// block reaches); `live` is false for warps past the last row.
+template <int NC, int R, int kWarps>
+__device__ __forceinline__ void store_row_sums(const float (&acc)[NC], float (*part)[NC], bool live, int ncols,
+                                               char * drow, int64_t d_nb1) {
+    const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
+    if constexpr (R == 1) {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            const float s = warp_sum(acc[c]);
+            if (lane == 0 && live && c < ncols) *reinterpret_cast<float *>(drow + c * d_nb1) = s;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            const float s = warp_sum(acc[c]);
+            if (lane == 0) part[warp][c] = s;
+        }
+        __syncthreads();
+        if (warp == 0 && lane < ncols && live) {
+            float s = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWarps; ++w) s += part[w][lane];
+            *reinterpret_cast<float *>(drow + lane * d_nb1) = s;
+        }
+        __syncthreads();  // `part` is reused by the next matrix
+    }
+}
+
 // Many src1 columns through cuBLAS (mul_mat_blas.cu). false: not applicable
 // here, cuBLAS unavailable, or a failure (logged); dst is then for the caller.
 bool launch_blas(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, cudaStream_t st, int device);
@@ -87,6 +138,29 @@ bool vec_type_ok(ggml_type t);
 
 // dst columns [0, N) with N <= 8, one warp per weight row.
 void launch_vec(ggml_type t, const Args & p, cudaStream_t st);
+
+// The integer mat-vec of mul_mat_vec_q8.cu: weights Q4_0/Q4_1/Q5_0/Q5_1/Q8_0,
+// src1 quantized to int8 codes q and float scales da per 32 values; column c
+// (linear over N, ne12, ne13) at q + c * K and da + c * K / 32.
+struct Q8Args {
+    const char *   a;
+    int64_t        a_nb1, a_nb2, a_nb3;
+    const int8_t * q;
+    const float *  da;
+    char *         d;
+    int64_t        d_nb1, d_nb2, d_nb3;
+    int64_t        K, M, N, ne12, ne13, r2, r3;
+};
+// Whether the integer mat-vec takes this product (type, N <= 8, K % 256 == 0,
+// 16-byte aligned rows); whether two src1 are the same tensor (or the same
+// memory, type and shape).
+bool q8_applies(const ggml_tensor * a, const ggml_tensor * b);
+bool same_src1(const ggml_tensor * x, const ggml_tensor * y);
+// The MUL_MAT nodes (all q8_applies, one src1) through the integer mat-vec:
+// src1 quantized once into the stream's scratch, then the products (one
+// launch per run of equal weight types). false only when no scratch memory
+// could be had (logged).
+bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n);
 
 // MUL_MAT_ID mat-vec: pairs (e, t) of ids (n_used x n_tok); expert x = ids[e, t]
 // of n_as; src1 column (e % ne11, t) of the staged Y (nb1 = column, nb2 = token);

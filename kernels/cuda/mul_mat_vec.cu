@@ -8,7 +8,9 @@
 //   loads per column.
 //   F32/F16/BF16 weights: 16-byte loads of 8 elements when rows are aligned
 //   and K % 8 == 0, else one element per lane and step.
-// Partial sums are reduced with warp shuffles; lane 0 writes dst. src1 comes
+// Partial sums are reduced with warp shuffles; lane 0 writes dst. Float
+// weights with aligned rows take mmv_float_kernel instead (4 rows in flight
+// per lane, and a whole block per row for short matrices). src1 comes
 // as dense, 16-byte aligned f32 columns (mul_mat.cuh, stage_y), already
 // rounded to F16/BF16 under weights of those types. Also the MUL_MAT_ID
 // variant (one (slot, token) pair per grid row, its expert read from ids).
@@ -106,6 +108,17 @@ __device__ __forceinline__ void row_dot(const char * arow, const float * const y
     }
 }
 
+// Column pointers of the staged src1 for matrix (i12, i13), and zeroed sums.
+template <int NC>
+__device__ __forceinline__ void start_columns(const Args & p, int64_t i12, int64_t i13, const float * (&yc)[NC],
+                                              float (&acc)[NC]) {
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+        yc[c] = reinterpret_cast<const float *>(p.y + c * p.y_nb1 + i12 * p.y_nb2 + i13 * p.y_nb3);
+        acc[c] = 0.0f;
+    }
+}
+
 template <int T, int NC>
 __global__ void __launch_bounds__(kWarps * 32) mmv_kernel(Args p) {
     const int lane = int(threadIdx.x & 31u);
@@ -118,13 +131,8 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_kernel(Args p) {
         const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
         const char * arow = p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
         const float * yc[NC];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) {
-            yc[c] = reinterpret_cast<const float *>(p.y + c * p.y_nb1 + i12 * p.y_nb2 + i13 * p.y_nb3);
-        }
         float acc[NC];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
+        start_columns<NC>(p, i12, i13, yc, acc);
         row_dot<T, NC>(arow, yc, ncols, p.K, p.a_vec, acc);
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
@@ -133,6 +141,45 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_kernel(Args p) {
                 *reinterpret_cast<float *>(p.d + c * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4) = s;
             }
         }
+    }
+}
+
+// Float weights with 16-byte aligned rows and K % 8 == 0: R warps per row
+// (1, or all kWarps of the block when rows are too few to fill the GPU),
+// kUnroll 16-byte units per lane loaded before any is used; with R > 1 the
+// partial sums meet in shared memory.
+constexpr int kUnroll = 4;
+
+template <int T, int NC, int R>
+__global__ void __launch_bounds__(kWarps * 32) mmv_float_kernel(Args p) {
+    __shared__ float part_sums[kWarps][NC];
+    constexpr int es = T == GGML_TYPE_F32 ? 4 : 2;
+    const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32), sub = warp % R;
+    const int64_t m = int64_t(blockIdx.x) * (kWarps / R) + warp / R, n_units = p.K / 8;
+    const bool live = m < p.M;
+    const int ncols = int(p.N);
+    for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
+        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
+        const char * arow = p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
+        const float * yc[NC];
+        float acc[NC];
+        start_columns<NC>(p, i12, i13, yc, acc);
+        const int64_t first = live ? int64_t(sub) * 32 + lane : n_units;
+        for (int64_t u0 = first; u0 < n_units; u0 += int64_t(R) * 32 * kUnroll) {
+            float w[kUnroll][8];
+#pragma unroll
+            for (int j = 0; j < kUnroll; ++j) {
+                const int64_t u = u0 + int64_t(j) * R * 32;
+                if (u < n_units) load8<T>(arow + u * 8 * es, w[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < kUnroll; ++j) {
+                const int64_t u = u0 + int64_t(j) * R * 32;
+                if (u < n_units) fma8<NC>(acc, w[j], yc, ncols, 8 * u, 8 * u + 4);
+            }
+        }
+        store_row_sums<NC, R, kWarps>(acc, part_sums, live, ncols, p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4,
+                                      p.d_nb1);
     }
 }
 
@@ -159,17 +206,31 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_id_kernel(IdArgs p) {
     }
 }
 
-template <int T> void launch_t(const Args & p, cudaStream_t st) {
-    const dim3 grid(unsigned((p.M + kWarps - 1) / kWarps), grid_yz(p.ne12 * p.ne13));
+template <int T, int NC> void launch_nc(const Args & p, cudaStream_t st) {
     const dim3 block(kWarps * 32);
+    if constexpr (is_float_t(T)) {
+        if (p.a_vec && p.M <= int64_t(INT32_MAX)) {
+            if (p.M * p.ne12 * p.ne13 >= 1024) {
+                mmv_float_kernel<T, NC, 1>
+                    <<<dim3(unsigned((p.M + kWarps - 1) / kWarps), grid_yz(p.ne12 * p.ne13)), block, 0, st>>>(p);
+            } else {
+                mmv_float_kernel<T, NC, kWarps><<<dim3(unsigned(p.M), grid_yz(p.ne12 * p.ne13)), block, 0, st>>>(p);
+            }
+            return;
+        }
+    }
+    mmv_kernel<T, NC><<<dim3(unsigned((p.M + kWarps - 1) / kWarps), grid_yz(p.ne12 * p.ne13)), block, 0, st>>>(p);
+}
+
+template <int T> void launch_t(const Args & p, cudaStream_t st) {
     if (p.N <= 1) {
-        mmv_kernel<T, 1><<<grid, block, 0, st>>>(p);
+        launch_nc<T, 1>(p, st);
     } else if (p.N <= 2) {
-        mmv_kernel<T, 2><<<grid, block, 0, st>>>(p);
+        launch_nc<T, 2>(p, st);
     } else if (p.N <= 4) {
-        mmv_kernel<T, 4><<<grid, block, 0, st>>>(p);
+        launch_nc<T, 4>(p, st);
     } else {
-        mmv_kernel<T, 8><<<grid, block, 0, st>>>(p);
+        launch_nc<T, 8>(p, st);
     }
 }
 

@@ -6,7 +6,10 @@
 // partial sums are kept in double, as the host does, so long rows do not lose
 // precision.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o RMS_NORM (NORM)
+// Also RMS_NORM fused with the MUL by a weight that follows it (fusion.cpp).
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o RMS_NORM (NORM; the RMS_NORM_MUL_ADD
+// cases take the fused path)
 #include <cstring>
 
 #include "kernels/cuda/common.cuh"
@@ -16,8 +19,20 @@ namespace standin::kernels::cuda {
 
 namespace {
 
-template <bool RMS>
-__device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, int64_t n, float eps, double * scratch) {
+// With MUL, also z = y * w (w: a weight row), written beside y: the fused
+// RMS_NORM x MUL of fusion.cpp. y is written either way, so whether another
+// node reads it does not matter; the product is the MUL kernel's own (one
+// rounding of the stored y times w).
+struct MulOut {
+    const char * w = nullptr;
+    int64_t      wnb0 = 0;
+    char *       z = nullptr;
+    int64_t      znb0 = 0;
+};
+
+template <bool RMS, bool MUL>
+__device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, int64_t n, float eps, double * scratch,
+                         MulOut mo) {
     auto at = [&](int64_t i) { return *reinterpret_cast<const float *>(x + i * xnb0); };
     float mean = 0.0f;
     if constexpr (!RMS) {
@@ -33,7 +48,11 @@ __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, i
     const float var = float(block_sum(sq, scratch) / double(n));
     const float k = 1.0f / sqrtf(var + eps);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        *reinterpret_cast<float *>(y + i * ynb0) = (at(i) - mean) * k;
+        const float v = (at(i) - mean) * k;
+        *reinterpret_cast<float *>(y + i * ynb0) = v;
+        if constexpr (MUL) {
+            *reinterpret_cast<float *>(mo.z + i * mo.znb0) = v * *reinterpret_cast<const float *>(mo.w + i * mo.wnb0);
+        }
     }
 }
 
@@ -44,10 +63,32 @@ __global__ void norm_kernel(Shape d, Shape a, char * dd, const char * ad, float 
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t i1, i2, i3;
         split_row(a, r, i1, i2, i3);
-        norm_row<RMS>(row_at(ad, a, i1, i2, i3), a.nb[0], row_at(dd, d, i1, i2, i3), d.nb[0],
-                      a.ne[0], eps, scratch);
+        norm_row<RMS, false>(row_at(ad, a, i1, i2, i3), a.nb[0], row_at(dd, d, i1, i2, i3), d.nb[0],
+                             a.ne[0], eps, scratch, MulOut{});
     }
 }
+
+// z (shape of d) = rms_norm(a) * w, w broadcast by repetition along dims 1..3.
+__global__ void rms_norm_mul_kernel(Shape d, Shape a, char * dd, const char * ad, float eps, Shape w,
+                                    const char * wd, Shape z, char * zd) {
+    __shared__ double scratch[32];
+    const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        int64_t i1, i2, i3;
+        split_row(a, r, i1, i2, i3);
+        MulOut mo;
+        mo.w = row_at(wd, w, i1 % w.ne[1], i2 % w.ne[2], i3 % w.ne[3]);
+        mo.wnb0 = w.nb[0];
+        mo.z = row_at(zd, z, i1, i2, i3);
+        mo.znb0 = z.nb[0];
+        norm_row<true, true>(row_at(ad, a, i1, i2, i3), a.nb[0], row_at(dd, d, i1, i2, i3), d.nb[0], a.ne[0], eps,
+                             scratch, mo);
+    }
+}
+
+// Rows are few when decoding (one per token): a wide block per row keeps
+// each thread's share of a 4096-element row at 4 elements.
+int threads_for(int64_t n) { return n >= 4096 ? 1024 : n >= 1024 ? 256 : (n >= 128 ? 128 : 32); }
 
 } // namespace
 
@@ -62,7 +103,7 @@ bool norm(rt::Stream & stream, ggml_tensor * node) {
     if (rows == 0 || src->ne[0] == 0) {
         return true;
     }
-    const int threads = src->ne[0] >= 1024 ? 256 : (src->ne[0] >= 128 ? 128 : 32);
+    const int threads = threads_for(src->ne[0]);
     cudaStream_t st = stream_of(stream);
     const Shape d = shape_of(node), a = shape_of(src);
     char * dd = static_cast<char *>(node->data);
@@ -72,6 +113,30 @@ bool norm(rt::Stream & stream, ggml_tensor * node) {
         case GGML_OP_NORM:     norm_kernel<false><<<row_grid(rows), threads, 0, st>>>(d, a, dd, ad, eps); break;
         default:               return false;
     }
+    SI_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
+bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul) {
+    const ggml_tensor * w = mul->src[1];
+    return norm->op == GGML_OP_RMS_NORM && mul->op == GGML_OP_MUL && mul->src[0] == norm && w != nullptr &&
+           norm->type == GGML_TYPE_F32 && norm->src[0]->type == GGML_TYPE_F32 && w->type == GGML_TYPE_F32 &&
+           mul->type == GGML_TYPE_F32 && ggml_are_same_shape(mul, norm) && w->ne[0] == norm->ne[0] &&
+           ggml_can_repeat(w, norm);
+}
+
+bool rms_norm_mul(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul) {
+    const ggml_tensor * src = norm->src[0];
+    const ggml_tensor * w = mul->src[1];
+    float eps = 0.0f;
+    std::memcpy(&eps, norm->op_params, sizeof(float));
+    const int64_t rows = ggml_nrows(src);
+    if (rows == 0 || src->ne[0] == 0) {
+        return true;
+    }
+    rms_norm_mul_kernel<<<row_grid(rows), threads_for(src->ne[0]), 0, stream_of(stream)>>>(
+        shape_of(norm), shape_of(src), static_cast<char *>(norm->data), static_cast<const char *>(src->data), eps,
+        shape_of(w), static_cast<const char *>(w->data), shape_of(mul), static_cast<char *>(mul->data));
     SI_CUDA_LAUNCH_CHECK();
     return true;
 }

@@ -1,5 +1,6 @@
 #include "runtime/cuda/cuda_device.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <vector>
@@ -49,9 +50,32 @@ CudaStream::~CudaStream() {
         SI_CUDA_CHECK_WARN(cudaStreamSynchronize(stream_));
         if (exec_ != nullptr) SI_CUDA_CHECK_WARN(cudaGraphExecDestroy(exec_));
         blas::forget_stream(stream_);
+        if (scratch_ != nullptr) SI_CUDA_CHECK_WARN(cudaFree(scratch_));
+        for (void * p : outgrown_) SI_CUDA_CHECK_WARN(cudaFree(p));
         for (cudaEvent_t e : marks_) SI_CUDA_CHECK_WARN(cudaEventDestroy(e));
         SI_CUDA_CHECK_WARN(cudaStreamDestroy(stream_));
     }
+}
+
+void * CudaStream::scratch(size_t bytes) {
+    if (bytes <= scratch_bytes_) {
+        return scratch_;
+    }
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(begin_launch(), &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    const size_t want = std::max(bytes, size_t(1) << 20);  // small requests share one MiB
+    void * p = nullptr;
+    if (cudaMalloc(&p, want) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    if (scratch_ != nullptr) outgrown_.push_back(scratch_);
+    scratch_ = p;
+    scratch_bytes_ = want;
+    return scratch_;
 }
 
 // ---- graphs -------------------------------------------------------------------

@@ -73,6 +73,14 @@ public:
 
     // For kernel launches: makes this stream's device current and returns the handle.
     cudaStream_t begin_launch() const;
+
+    // Device memory for one launch's temporaries, reused by the next launch
+    // (stream order keeps the uses apart), so decode graphs carry no
+    // allocation nodes. nullptr when it would have to grow while a CUDA graph
+    // is being recorded (allocating is not allowed then): the caller uses
+    // stream-ordered memory instead. Outgrown blocks stay allocated until the
+    // stream goes, because recorded graphs may still point into them.
+    void * scratch(size_t bytes);
     int          device() const { return device_; }
 
     // Counters for the debug log and tests.
@@ -91,6 +99,10 @@ private:
     std::vector<uint8_t> failed_key_;    // a key whose recording failed: not tried again
     bool                 record_next_ = false;
     GraphStats           stats_;
+
+    void *              scratch_       = nullptr;
+    size_t              scratch_bytes_ = 0;
+    std::vector<void *> outgrown_;
 
     std::vector<cudaEvent_t> marks_;     // timing events, reused across graphs
     size_t                   n_marks_ = 0;

@@ -1,0 +1,131 @@
+// The fusion patterns of Note [fusion] (fusion.h): matching and ordering here,
+// the fused kernels in kernels/cuda/ (norm.cu, mul_mat_vec_q8.cu).
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o RMS_NORM_MUL_ADD,MUL_MAT_VEC_FUSION
+// (fused graphs against ggml-cpu); the logits ctests with GGML_STANDIN_FUSION
+// on and off; tests/kernels/test_fusion.cpp for the ordering.
+#include "kernels/fusion.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/op_table.h"
+
+#ifdef STANDIN_WITH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+namespace standin::kernels {
+
+namespace {
+
+constexpr int kWindow = 32;     // how far ahead a partner MUL_MAT is looked for
+constexpr int kMaxMembers = 8;  // MUL_MAT nodes per fused run
+
+const ggml_tensor * base_of(const ggml_tensor * t) { return t->view_src != nullptr ? t->view_src : t; }
+
+bool is_weight_product(const ggml_tensor * t) {
+    return t->op == GGML_OP_MUL_MAT && t->src[0] != nullptr && t->src[1] != nullptr &&
+           t->src[0]->op == GGML_OP_NONE && t->type == GGML_TYPE_F32;
+}
+
+// Whether nodes[j] may run right before nodes[pos] (pos < j): none of the
+// nodes it would jump over produces one of its sources or writes into the
+// memory of one (an in-place write shows as a view of that memory).
+bool can_hoist(ggml_tensor * const * nodes, int pos, int j) {
+    const ggml_tensor * t = nodes[j];
+    for (int k = pos; k < j; ++k) {
+        const ggml_tensor * over = nodes[k];
+        for (const ggml_tensor * s : t->src) {
+            if (s == nullptr) continue;
+            if (over == s || base_of(over) == base_of(s)) return false;
+        }
+    }
+    return true;
+}
+
+#ifdef STANDIN_WITH_CUDA
+int next_work(ggml_cgraph * g, int i) {
+    const int n = ggml_graph_n_nodes(g);
+    for (int j = i + 1; j < n; ++j) {
+        if (has_work(ggml_graph_node(g, j))) return j;
+    }
+    return -1;
+}
+
+FusedRun run_fused_cuda(rt::Stream & stream, ggml_cgraph * g, int i) {
+    FusedRun r;
+    ggml_tensor * node = ggml_graph_node(g, i);
+    const int j = next_work(g, i);
+    if (j < 0) return r;
+    ggml_tensor * next = ggml_graph_node(g, j);
+    if (!supports(rt::Kind::cuda, node) || !supports(rt::Kind::cuda, next)) return r;
+    if (node->op == GGML_OP_RMS_NORM && cuda::rms_norm_mul_ok(node, next)) {
+        r.covered = j - i + 1;
+        r.ok = cuda::rms_norm_mul(stream, node, next);
+        return r;
+    }
+    if (node->op == GGML_OP_MUL_MAT && cuda::mul_mat_group_ok(node, next)) {
+        std::vector<ggml_tensor *> members{node};
+        int last = i;
+        for (int k = j; k >= 0 && int(members.size()) < kMaxMembers; k = next_work(g, k)) {
+            ggml_tensor * t = ggml_graph_node(g, k);
+            if (!supports(rt::Kind::cuda, t) || !cuda::mul_mat_group_ok(node, t)) break;
+            // A member must not read what an earlier member writes.
+            const bool reads_member = std::any_of(members.begin(), members.end(), [t](const ggml_tensor * m) {
+                return base_of(t->src[0]) == m || base_of(t->src[1]) == m;
+            });
+            if (reads_member) break;
+            members.push_back(t);
+            last = k;
+        }
+        if (members.size() >= 2) {
+            r.covered = last - i + 1;
+            r.ok = cuda::mul_mat_group(stream, members.data(), int(members.size()));
+        }
+    }
+    return r;
+}
+#endif
+
+} // namespace
+
+bool has_work(const ggml_tensor * node) {
+    // Nodes without the COMPUTE flag are placeholders another engine (the
+    // meta backend) computes; empty tensors and views have nothing to do.
+    return (node->flags & GGML_TENSOR_FLAG_COMPUTE) != 0 && !ggml_is_empty(node) && !is_view_op(node->op);
+}
+
+int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes) {
+    if (kind != rt::Kind::cuda) return 0;
+    int moved = 0;
+    for (int i = 0; i < n_nodes; ++i) {
+        if (!is_weight_product(nodes[i])) continue;
+        int pos = i + 1;  // where the next partner goes
+        for (int j = pos; j < n_nodes && j <= i + kWindow; ++j) {
+            ggml_tensor * t = nodes[j];
+            if (!is_weight_product(t) || t->src[1] != nodes[i]->src[1]) continue;
+            if (j != pos) {
+                if (!can_hoist(nodes, pos, j)) continue;
+                std::rotate(nodes + pos, nodes + j, nodes + j + 1);
+                ++moved;
+            }
+            ++pos;
+        }
+        i = pos - 1;
+    }
+    return moved;
+}
+
+FusedRun run_fused(rt::Kind kind, rt::Stream & stream, ggml_cgraph * graph, int i) {
+#ifdef STANDIN_WITH_CUDA
+    if (kind == rt::Kind::cuda) return run_fused_cuda(stream, graph, i);
+#endif
+    (void) kind;
+    (void) stream;
+    (void) graph;
+    (void) i;
+    return FusedRun{};
+}
+
+} // namespace standin::kernels

@@ -1,0 +1,38 @@
+// Note [fusion]
+// Decoding a token runs a few hundred small nodes, so on a GPU the launches
+// themselves cost as much as the arithmetic. Two patterns of llama graphs are
+// run as one launch each on the CUDA device:
+//   - RMS_NORM followed by the MUL with its weight (the norm's own result is
+//     still written, so other readers of it are served);
+//   - MUL_MAT nodes that share src1 (Q/K/V, gate/up): src1 is quantized once
+//     and the products share one mat-vec launch.
+// The second needs the products adjacent, which llama's graphs are not (Q is
+// roped before K is computed), so order_for_fusion moves such a MUL_MAT up to
+// its partner when nothing between them can change what it reads; it runs in
+// the backend's graph_optimize, before ggml allocates the graph, so memory
+// reuse follows the new order. Both are on unless GGML_STANDIN_FUSION=0, and
+// every fused launch computes exactly what the nodes compute one by one.
+#pragma once
+
+#include "ggml.h"
+#include "runtime/runtime.h"
+
+namespace standin::kernels {
+
+// Whether the node has work: COMPUTE flag set, not empty, not a view op.
+bool has_work(const ggml_tensor * node);
+
+// Moves MUL_MAT nodes next to an earlier MUL_MAT with the same src1 when that
+// is safe (see the note); returns how many nodes moved.
+int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes);
+
+struct FusedRun {
+    int  covered = 0;  // graph positions the fused launch stands for; 0: none matched
+    bool ok      = true;
+};
+
+// Runs the nodes starting at position i as one fused launch if a pattern
+// matches there on this kind of device.
+FusedRun run_fused(rt::Kind kind, rt::Stream & stream, ggml_cgraph * graph, int i);
+
+} // namespace standin::kernels
