@@ -14,6 +14,7 @@ namespace {
 std::atomic<size_t> g_escapes{0};
 std::atomic<size_t> g_local_nodes{0};
 std::atomic<size_t> g_forwarded{0};
+std::atomic<size_t> g_plan_replays{0};
 std::atomic<const char *> g_mode{"standalone"};
 }
 
@@ -23,6 +24,8 @@ void count_dispatch(size_t local_nodes, size_t forwarded_graphs) {
     g_local_nodes.fetch_add(local_nodes, std::memory_order_relaxed);
     g_forwarded.fetch_add(forwarded_graphs, std::memory_order_relaxed);
 }
+
+void count_plan_replay() { g_plan_replays.fetch_add(1, std::memory_order_relaxed); }
 
 bool check_escape(const void * obj, const char * what) {
     if (obj == nullptr) {
@@ -50,6 +53,7 @@ Report report() {
     r.mode    = g_mode.load();
     r.local_nodes      = g_local_nodes.load();
     r.forwarded_graphs = g_forwarded.load();
+    r.plan_replays     = g_plan_replays.load();
     return r;
 }
 
@@ -61,7 +65,8 @@ std::string Report::text() const {
     }
     s << "; leaks=" << leaks << "; real pointers to caller=" << escapes;
     s << (leaks == 0 && escapes == 0 ? " (clean)" : " (NOT CLEAN)");
-    s << "; dispatch: local nodes=" << local_nodes << " forwarded graphs=" << forwarded_graphs;
+    s << "; dispatch: local nodes=" << local_nodes << " forwarded graphs=" << forwarded_graphs
+      << " (swaps replayed for " << plan_replays << ")";
     return s.str();
 }
 

@@ -20,8 +20,11 @@ size_t escapes();
 // named in the report. Static strings only.
 void set_mode(const char * mode);
 
-// Dispatch statistics of interposed graph_compute (shown in the report).
+// Dispatch statistics of interposed graph_compute (shown in the report); a
+// forwarded graph whose swaps were replayed (Note [swap plan]) also counts as
+// a replayed plan.
 void count_dispatch(size_t local_nodes, size_t forwarded_graphs);
+void count_plan_replay();
 
 struct Report {
     const char * mode = "standalone";
@@ -30,6 +33,7 @@ struct Report {
     size_t escapes = 0;
     size_t local_nodes = 0;       // nodes run on standin's kernels
     size_t forwarded_graphs = 0;  // graphs (or sub-graphs) handed to the real library
+    size_t plan_replays = 0;      // forwarded graphs whose swaps were replayed
     std::string text() const;
 };
 

@@ -3,6 +3,12 @@
 #include <cstring>
 #include <unordered_map>
 
+// ggml_cgraph::uid, for Note [swap plan]; the header's static helpers are unused here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "ggml-impl.h"
+#pragma GCC diagnostic pop
+
 #include "diag/check.h"
 #include "diag/log.h"
 #include "interpose/audit.h"
@@ -133,6 +139,53 @@ void SwapScope::collect(ggml_cgraph * g) {
     for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
         collect(ggml_graph_node(g, i));
     }
+}
+
+void SwapScope::collect(ggml_cgraph * g, SwapPlan & plan) {
+    if (g == nullptr) {
+        return;
+    }
+    const uint64_t uid = g->uid;
+    if (uid != 0 && plan.graph == g && plan.uid == uid && saved_.empty() && replay(plan)) {
+        ++plan.replays;
+        audit::count_plan_replay();
+        return;
+    }
+    collect(g);
+    plan.graph = nullptr;
+    // Only plain buffer swaps are kept: placeholder buffers whose buffer type
+    // is swapped instead are rare and resolved each time.
+    if (uid == 0 || !saved_bufts_.empty()) {
+        return;
+    }
+    plan.swaps.clear();
+    plan.buffers.clear();
+    for (const auto & [t, outer] : saved_) plan.swaps.push_back({t, outer, t->buffer});
+    for (const auto & [outer, inner] : resolved_) {
+        if (inner != nullptr) plan.buffers.emplace_back(outer, inner);
+    }
+    plan.graph = g;
+    plan.uid = uid;
+}
+
+bool SwapScope::replay(const SwapPlan & plan) {
+    for (const auto & [outer, inner] : plan.buffers) {
+        if (inner_of(outer, ObjKind::buffer) != inner) return false;
+    }
+    for (const SwapPlan::Swap & s : plan.swaps) {
+        if (s.tensor->buffer != s.outer) return false;
+    }
+    saved_.reserve(plan.swaps.size());
+    for (const SwapPlan::Swap & s : plan.swaps) {
+        s.inner->usage = s.outer->usage;  // as swap_one: the caller sets usage on the outer buffer
+        saved_.emplace_back(s.tensor, s.outer);
+        s.tensor->buffer = s.inner;
+    }
+    for (const auto & [outer, inner] : plan.buffers) {
+        resolved_.emplace_back(outer, inner);
+        resolved_.emplace_back(inner, nullptr);
+    }
+    return true;
 }
 
 SwapScope::~SwapScope() {

@@ -92,7 +92,7 @@ rt::Stream * stream_for(OuterBackend & b) {
 ggml_status forward_whole(OuterBackend & b, ggml_cgraph * g) {
     audit::count_dispatch(0, 1);
     SwapScope scope;
-    scope.collect(g);
+    scope.collect(g, b.swap_plan);
     diag::crash_context_node("forwarded graph_compute (real library)", b.name.c_str(), "(graph)", -1);
     ggml_status st = b.inner->iface.graph_compute(b.inner, g);
     diag::crash_context_clear();

@@ -7,6 +7,11 @@
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
+// ggml_cgraph::uid (set as ggml's scheduler sets it); the static helpers are unused.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "ggml-impl.h"
+#pragma GCC diagnostic pop
 #include "interpose/audit.h"
 #include "interpose/forward.h"
 #include "interpose/router.h"
@@ -50,6 +55,27 @@ TEST(InterposeAudit, CatchesAPlantedEscapeAndLeak) {
 }
 
 #ifdef STANDIN_PREBUILT_CPU_DIR
+namespace {
+// out = 2 * (a + b) over 8 floats, tensors unallocated.
+struct AddScaleGraph {
+    ggml_context * ctx;
+    ggml_tensor *  a;
+    ggml_tensor *  b;
+    ggml_tensor *  out;
+    ggml_cgraph *  gf;
+    AddScaleGraph() {
+        ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+        ctx = ggml_init(params);
+        a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+        b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+        out = ggml_scale(ctx, ggml_add(ctx, a, b), 2.0f);
+        gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, out);
+    }
+    ~AddScaleGraph() { ggml_free(ctx); }
+};
+} // namespace
+
 TEST(InterposeCpu, WrapsForwardsAndNeverLeaksARealPointer) {
     const std::string lib = std::string(STANDIN_PREBUILT_CPU_DIR) + "/bins/linux-x64/libggml-cpu-x64.so";
     if (!std::filesystem::exists(lib)) GTEST_SKIP() << "no prebuilt CPU library at " << lib;
@@ -81,13 +107,8 @@ TEST(InterposeCpu, WrapsForwardsAndNeverLeaksARealPointer) {
     set_threads(backend, 2);
     EXPECT_EQ(ggml_backend_reg_get_proc_address(reg, "ggml_backend_no_such_proc"), nullptr);
 
-    ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context * ctx = ggml_init(params);
-    ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
-    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
-    ggml_tensor * out = ggml_scale(ctx, ggml_add(ctx, a, b), 2.0f);
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, out);
+    AddScaleGraph g;
+    auto & [ctx, a, b, out, gf] = g;
     ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
     ASSERT_NE(buf, nullptr);
     EXPECT_TRUE(rt::Ownership::instance().is_ours(buf, rt::ObjKind::buffer));
@@ -104,9 +125,70 @@ TEST(InterposeCpu, WrapsForwardsAndNeverLeaksARealPointer) {
     EXPECT_EQ(a->buffer, buf);
 
     ggml_backend_buffer_free(buf);
-    ggml_free(ctx);
     ggml_backend_free(backend);
     EXPECT_EQ(interpose::audit::report().leaks, leaks_before);
     EXPECT_EQ(interpose::audit::escapes(), escapes_before);
+}
+
+// Note [swap plan]: a graph forwarded again with the same uid reuses its swaps;
+// a tensor moved to another buffer under the same uid is noticed, not replayed.
+TEST(InterposeCpu, SwapPlanReplaysOnlyAnUnchangedGraph) {
+    const std::string lib = std::string(STANDIN_PREBUILT_CPU_DIR) + "/bins/linux-x64/libggml-cpu-x64.so";
+    if (!std::filesystem::exists(lib)) GTEST_SKIP() << "no prebuilt CPU library at " << lib;
+    interpose::RealLibrary real = interpose::load_real_library(lib);
+    ASSERT_TRUE(real.ok()) << real.detail;
+    ggml_backend_reg_t reg = interpose::make_registry(real);
+    ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
+    ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
+    ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr);
+    ASSERT_NE(backend, nullptr);
+    const long escapes_before = interpose::audit::escapes();
+
+    AddScaleGraph g;
+    auto & [ctx, a, b, out, gf] = g;
+    gf->uid = ggml_graph_next_uid();  // as ggml's scheduler gives its split graphs
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+    ASSERT_NE(buf, nullptr);
+    const interpose::SwapPlan & plan = interpose::outer_backend(backend).swap_plan;
+
+    std::vector<float> av(8), bv(8, 1.0f), ov(8);
+    ggml_backend_buffer_t a_buf = buf;  // where `a` lives
+    auto run_and_check = [&](float shift) {
+        for (int i = 0; i < 8; ++i) av[i] = float(i) + shift;
+        ggml_backend_tensor_set(a, av.data(), 0, 32);
+        ggml_backend_tensor_set(b, bv.data(), 0, 32);
+        ASSERT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+        ggml_backend_tensor_get(out, ov.data(), 0, 32);
+        for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(ov[i], 2.0f * (av[i] + 1.0f));
+        // The caller's tensors point at standin's buffers again after the call.
+        EXPECT_EQ(out->buffer, buf);
+        EXPECT_EQ(a->buffer, a_buf);
+    };
+    run_and_check(0.0f);
+    EXPECT_EQ(plan.replays, 0);
+    run_and_check(10.0f);
+    run_and_check(20.0f);
+    EXPECT_EQ(plan.replays, 2) << "the same graph and uid reuse the swaps";
+
+    // `a` moves to a buffer of its own while the uid stays: the check catches it.
+    ggml_backend_buffer_t buf2 = ggml_backend_buft_alloc_buffer(buft, 64);
+    ASSERT_NE(buf2, nullptr);
+    a->buffer = buf2;
+    a->data = ggml_backend_buffer_get_base(buf2);
+    a_buf = buf2;
+    run_and_check(30.0f);
+    EXPECT_EQ(plan.replays, 2);
+    run_and_check(40.0f);
+    EXPECT_EQ(plan.replays, 3) << "the new placement is recorded and then reused";
+
+    // A new uid (the scheduler split again) records anew.
+    gf->uid = ggml_graph_next_uid();
+    run_and_check(50.0f);
+    EXPECT_EQ(plan.replays, 3);
+    EXPECT_EQ(interpose::audit::escapes(), escapes_before);
+
+    ggml_backend_buffer_free(buf2);
+    ggml_backend_buffer_free(buf);
+    ggml_backend_free(backend);
 }
 #endif
