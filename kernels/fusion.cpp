@@ -2,8 +2,9 @@
 // the fused kernels in kernels/cuda/ (norm.cu, mul_mat_vec_q8.cu).
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o RMS_NORM_MUL_ADD,MUL_MAT_VEC_FUSION
-// (fused graphs against ggml-cpu); the logits ctests with GGML_STANDIN_FUSION
-// on and off; tests/kernels/test_fusion.cpp for the ordering.
+// (fused graphs against ggml-cpu); the CUDA logits ctests and `standin logits`
+// on whole models (fusion is on by default; GGML_STANDIN_FUSION=0 for the
+// unfused reference); tests/kernels/test_fusion.cpp for the ordering.
 #include "kernels/fusion.h"
 
 #include <algorithm>

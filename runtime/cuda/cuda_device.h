@@ -81,7 +81,8 @@ public:
     // stream-ordered memory instead. Outgrown blocks stay allocated until the
     // stream goes, because recorded graphs may still point into them.
     void * scratch(size_t bytes);
-    int          device() const { return device_; }
+
+    int device() const { return device_; }
 
     // Counters for the debug log and tests.
     struct GraphStats {
