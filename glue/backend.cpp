@@ -88,8 +88,6 @@ void append_node_key(std::vector<uint8_t> & key, const ggml_tensor * t) {
     }
 }
 
-bool node_has_work(const ggml_tensor * node) { return kernels::has_work(node); }
-
 // GGML_STANDIN_FAULT=perturb:OP (diag/config.h): a planted wrong kernel, so the
 // tests of `standin ab` can show it finds one. Host devices only (their memory
 // is the process's), contiguous F32 outputs only.
@@ -108,7 +106,7 @@ ggml_status run_nodes(BackendContext & ctx, ggml_cgraph * cgraph, bool profile, 
     const int n_nodes = ggml_graph_n_nodes(cgraph);
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * node = ggml_graph_node(cgraph, i);
-        if (!node_has_work(node)) {
+        if (!kernels::has_work(node)) {
             continue;
         }
         diag::crash_context_node("graph_compute", ctx.dev->name.c_str(), ggml_op_desc(node), i);
@@ -183,7 +181,7 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
         const int n_nodes = ggml_graph_n_nodes(cgraph);
         for (int i = 0; i < n_nodes; ++i) {
             const ggml_tensor * node = ggml_graph_node(cgraph, i);
-            if (node_has_work(node)) append_node_key(key, node);
+            if (kernels::has_work(node)) append_node_key(key, node);
         }
         if (ctx.stream->replay(key)) {
             // Logged at 1, 2, 4, 8, ... replays: the proof, without a line per token.

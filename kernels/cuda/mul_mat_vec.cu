@@ -121,7 +121,6 @@ __device__ __forceinline__ void start_columns(const Args & p, int64_t i12, int64
 
 template <int T, int NC>
 __global__ void __launch_bounds__(kWarps * 32) mmv_kernel(Args p) {
-    const int lane = int(threadIdx.x & 31u);
     const int64_t m = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
     if (m >= p.M) {
         return;  // the whole warp
@@ -134,13 +133,8 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_kernel(Args p) {
         float acc[NC];
         start_columns<NC>(p, i12, i13, yc, acc);
         row_dot<T, NC>(arow, yc, ncols, p.K, p.a_vec, acc);
-#pragma unroll
-        for (int c = 0; c < NC; ++c) {
-            const float s = warp_sum(acc[c]);
-            if (lane == 0 && c < ncols) {
-                *reinterpret_cast<float *>(p.d + c * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4) = s;
-            }
-        }
+        store_row_sums<NC, 1, kWarps>(acc, nullptr, true, ncols, p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4,
+                                      p.d_nb1);
     }
 }
 
