@@ -4,6 +4,13 @@
 #include <algorithm>
 #include <chrono>
 
+// ggml_cgraph::uid (the graph-reuse shortcut of graph_compute); the header's
+// static helpers are unused here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "ggml-impl.h"
+#pragma GCC diagnostic pop
+
 #include "diag/crash.h"
 #include "diag/log.h"
 #include "glue/glue.h"
@@ -160,6 +167,15 @@ void add_profile(BackendContext & ctx, ggml_cgraph * cgraph, const std::vector<i
     ++ctx.profiled_graphs;
 }
 
+// Logged at 1, 2, 4, 8, ... replays: the proof, without a line per token.
+void log_replays(BackendContext & ctx, const diag::Config & cfg) {
+    const long n = ++ctx.replays;
+    if (cfg.debug && (n & (n - 1)) == 0) {
+        SI_LOG_INFO("%s: %s (%ld by graph uid)", ctx.dev->name.c_str(), ctx.stream->recording_stats().c_str(),
+                    ctx.uid_replays);
+    }
+}
+
 ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) {
     BackendContext & ctx = backend_ctx(backend);
     const diag::Config & cfg = *ctx.dev->config;
@@ -176,6 +192,19 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
         const std::vector<double> ms = ctx.stream->profile_end();
         add_profile(ctx, cgraph, ran, ms);
     } else if (cfg.cuda_graphs && ctx.dev->rt->kind() == rt::Kind::cuda) {
+        // ggml gives a graph a new uid whenever it splits (and so allocates)
+        // it again; llama keeps the uid while it reuses a graph unchanged
+        // (only input contents differ). Building and comparing the key of a
+        // few hundred nodes per token is then skipped.
+        const uint64_t uid = cgraph->uid;
+        const bool same_graph = uid != 0 && cgraph == ctx.recorded_graph && uid == ctx.recorded_uid;
+        ctx.recorded_graph = nullptr;
+        if (same_graph && ctx.stream->replay_current()) {
+            ctx.recorded_graph = cgraph;
+            ++ctx.uid_replays;
+            log_replays(ctx, cfg);
+            return GGML_STATUS_SUCCESS;
+        }
         std::vector<uint8_t> & key = ctx.graph_key;
         key.clear();
         const int n_nodes = ggml_graph_n_nodes(cgraph);
@@ -184,17 +213,22 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
             if (kernels::has_work(node)) append_node_key(key, node);
         }
         if (ctx.stream->replay(key)) {
-            // Logged at 1, 2, 4, 8, ... replays: the proof, without a line per token.
-            const long n = ++ctx.replays;
-            if (cfg.debug && (n & (n - 1)) == 0) {
-                SI_LOG_INFO("%s: %s", ctx.dev->name.c_str(), ctx.stream->recording_stats().c_str());
-            }
+            ctx.recorded_graph = cgraph;
+            ctx.recorded_uid = uid;
+            log_replays(ctx, cfg);
             return GGML_STATUS_SUCCESS;
         }
         if (ctx.stream->begin_recording()) {
             status = run_nodes(ctx, cgraph, false, nullptr);
             // A failed recording ran nothing: fall through to run eagerly.
-            if (ctx.stream->end_recording(std::move(key)) || status != GGML_STATUS_SUCCESS) {
+            if (ctx.stream->end_recording(std::move(key))) {
+                if (status == GGML_STATUS_SUCCESS) {
+                    ctx.recorded_graph = cgraph;
+                    ctx.recorded_uid = uid;
+                }
+                return status;
+            }
+            if (status != GGML_STATUS_SUCCESS) {
                 return status;
             }
         }

@@ -55,6 +55,11 @@ struct BackendContext {
     long                                profiled_graphs = 0;
     long                                replays = 0;  // graphs launched as recordings
     std::vector<uint8_t>                graph_key;    // reused per graph_compute (its capacity persists)
+    // The ggml graph (and its uid) whose recording the stream launched last:
+    // the same graph with the same uid is replayed without building its key.
+    const ggml_cgraph * recorded_graph = nullptr;
+    uint64_t            recorded_uid   = 0;
+    long                uid_replays    = 0;
 };
 
 struct EventContext {

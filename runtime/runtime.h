@@ -66,6 +66,10 @@ public:
     virtual bool replay(const std::vector<uint8_t> & key) { (void) key; return false; }
     virtual bool begin_recording() { return false; }
     virtual bool end_recording(std::vector<uint8_t> && key) { (void) key; return false; }
+    //   replay_current(): launches the recording that the last successful
+    //     replay or end_recording launched, with no key check: for callers
+    //     that know the sequence is unchanged (a ggml graph with the same uid).
+    virtual bool replay_current() { return false; }
     // One line of recording counters for the debug log; empty when none.
     virtual std::string recording_stats() const { return {}; }
 

@@ -46,15 +46,19 @@ template <typename O> struct RoundOut {
     }
 };
 
+// One warp per 32-group (the whole warp calls put). The group sum of the
+// codes lets the mat-vec fold a weight format's constant offset (Q4_0's 8,
+// Q5_0's 16) or minimum into one product per block instead of one per code.
 struct QuantOut {
     int8_t * q;   // column c at q + c * K
-    float *  d;   // column c at d + c * (K / 32), one per group of 32
+    float2 * ds;  // column c at ds + c * (K / 32): {d, d * sum of the group's codes}
     int64_t  K;
     template <int kPer>
     __device__ void put(int64_t col, int64_t k, int lane, const int (&qv)[kPer], float dv) const {
-#pragma unroll
-        for (int j = 0; j < kPer; ++j) q[col * K + k + j] = int8_t(qv[j]);
-        if (lane == 0) d[col * (K / 32) + (k - lane * kPer) / 32] = dv;
+        static_assert(kPer == 1, "32-groups: one code per lane");
+        q[col * K + k] = int8_t(qv[0]);
+        const int sum = warp_sum(qv[0]);
+        if (lane == 0) ds[col * (K / 32) + k / 32] = make_float2(dv, dv * float(sum));
     }
 };
 
@@ -111,9 +115,10 @@ void act_round(const ggml_tensor * b, int group, O * y, int64_t ldy, cudaStream_
 }
 
 // Quantizes all of b (ne[0] a multiple of 32) to 32-groups: codes into q
-// (column c at q + c * ne[0]) and scales into d (column c at d + c * ne[0] / 32).
-inline void quantize_act(const ggml_tensor * b, int8_t * q, float * d, cudaStream_t st) {
-    launch_act<32>(b, QuantOut{q, d, b->ne[0]}, st);
+// (column c at q + c * ne[0]) and {scale, scale * code sum} into ds (column c
+// at ds + c * ne[0] / 32).
+inline void quantize_act(const ggml_tensor * b, int8_t * q, float2 * ds, cudaStream_t st) {
+    launch_act<32>(b, QuantOut{q, ds, b->ne[0]}, st);
 }
 
 } // namespace standin::kernels::cuda::mm

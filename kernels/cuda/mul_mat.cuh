@@ -97,32 +97,37 @@ template <typename P> void fill_common(P & p, const ggml_tensor * a, const ggml_
     p.r3 = b->ne[3] / a->ne[3];
 }
 
-// End of a mat-vec row: the lanes' partial sums of NC columns -> dst row
-// (column c at drow + c * d_nb1). R warps share the row (R > 1: through
-// `part`, kWarps x NC floats of shared memory, and a barrier every warp of the
+// End of a mat-vec row group: the lanes' partial sums of RW consecutive rows
+// by NC columns (acc[r * NC + c]) -> dst (row r, column c at
+// drow + r * 4 + c * d_nb1). R warps share the rows (R > 1: through `part`,
+// kWarps x RW*NC floats of shared memory, and a barrier every warp of the
 // block reaches); `live` is false for warps past the last row.
-template <int NC, int R, int kWarps>
-__device__ __forceinline__ void store_row_sums(const float (&acc)[NC], float (*part)[NC], bool live, int ncols,
-                                               char * drow, int64_t d_nb1) {
+template <int NC, int R, int kWarps, int RW = 1>
+__device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], float (*part)[RW * NC], bool live,
+                                               int ncols, char * drow, int64_t d_nb1) {
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
+    constexpr int kOut = RW * NC;
+    static_assert(kOut <= 32, "one lane per output");
     if constexpr (R == 1) {
 #pragma unroll
-        for (int c = 0; c < NC; ++c) {
-            const float s = warp_sum(acc[c]);
-            if (lane == 0 && live && c < ncols) *reinterpret_cast<float *>(drow + c * d_nb1) = s;
+        for (int o = 0; o < kOut; ++o) {
+            const float s = warp_sum(acc[o]);
+            if (lane == 0 && live && o % NC < ncols) {
+                *reinterpret_cast<float *>(drow + (o / NC) * 4 + (o % NC) * d_nb1) = s;
+            }
         }
     } else {
 #pragma unroll
-        for (int c = 0; c < NC; ++c) {
-            const float s = warp_sum(acc[c]);
-            if (lane == 0) part[warp][c] = s;
+        for (int o = 0; o < kOut; ++o) {
+            const float s = warp_sum(acc[o]);
+            if (lane == 0) part[warp][o] = s;
         }
         __syncthreads();
-        if (warp == 0 && lane < ncols && live) {
+        if (warp == 0 && lane < kOut && lane % NC < ncols && live) {
             float s = 0.0f;
 #pragma unroll
             for (int w = 0; w < kWarps; ++w) s += part[w][lane];
-            *reinterpret_cast<float *>(drow + lane * d_nb1) = s;
+            *reinterpret_cast<float *>(drow + (lane / NC) * 4 + (lane % NC) * d_nb1) = s;
         }
         __syncthreads();  // `part` is reused by the next matrix
     }
@@ -140,13 +145,14 @@ bool vec_type_ok(ggml_type t);
 void launch_vec(ggml_type t, const Args & p, cudaStream_t st);
 
 // The integer mat-vec of mul_mat_vec_q8.cu: weights Q4_0/Q4_1/Q5_0/Q5_1/Q8_0,
-// src1 quantized to int8 codes q and float scales da per 32 values; column c
-// (linear over N, ne12, ne13) at q + c * K and da + c * K / 32.
+// src1 quantized to int8 codes q and, per 32 values, the scale d and d times
+// the sum of the 32 codes (float2 ds); column c (linear over N, ne12, ne13)
+// at q + c * K and ds + c * K / 32.
 struct Q8Args {
     const char *   a;
     int64_t        a_nb1, a_nb2, a_nb3;
     const int8_t * q;
-    const float *  da;
+    const float2 * ds;
     char *         d;
     int64_t        d_nb1, d_nb2, d_nb3;
     int64_t        K, M, N, ne12, ne13, r2, r3;

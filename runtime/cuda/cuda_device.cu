@@ -99,6 +99,16 @@ bool CudaStream::replay(const std::vector<uint8_t> & key) {
     return false;
 }
 
+bool CudaStream::replay_current() {
+    if (exec_ == nullptr) {
+        return false;
+    }
+    record_next_ = false;
+    SI_CUDA_CHECK(cudaGraphLaunch(exec_, begin_launch()));
+    ++stats_.replays;
+    return true;
+}
+
 bool CudaStream::begin_recording() {
     if (!record_next_) {
         return false;

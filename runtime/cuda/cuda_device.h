@@ -65,6 +65,7 @@ public:
     bool replay(const std::vector<uint8_t> & key) override;
     bool begin_recording() override;
     bool end_recording(std::vector<uint8_t> && key) override;
+    bool replay_current() override;
     std::string recording_stats() const override;
 
     void                profile_begin() override;
