@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -137,6 +138,19 @@ inline bool scratch_alloc(void ** p, size_t bytes, cudaStream_t st) {
 }
 
 // Whether every pointer and stride is a multiple of `align` bytes.
+// Runs setup(device) once per device for the current device: function and
+// pool attributes are per device, so a process-wide "once" would leave the
+// second GPU of a split without them. `done` holds one bit per device; devices
+// past 63 run setup every time.
+template <typename F> void once_per_device(std::atomic<uint64_t> & done, F && setup) {
+    int dev = 0;
+    SI_CUDA_CHECK(cudaGetDevice(&dev));
+    const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+    if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
+    setup(dev);
+    done.fetch_or(bit, std::memory_order_release);
+}
+
 inline bool aligned_to(const ggml_tensor * t, size_t align) {
     return reinterpret_cast<uintptr_t>(t->data) % align == 0 && t->nb[1] % align == 0 && t->nb[2] % align == 0 &&
            t->nb[3] % align == 0;

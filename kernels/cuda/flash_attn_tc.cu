@@ -215,12 +215,18 @@ __global__ void __launch_bounds__(kWarps * 32) fa_tc_kernel(FaArgs p) {
 
 template <int D> size_t smem_bytes() { return size_t(kBr * (D + 8) + kBc * (D + 8) + D * (kBc + 8)) * 2; }
 
+// The shared memory above the 48 KiB default needs an opt-in, a per-device
+// function attribute.
+template <int D> void opt_in_smem() {
+    static std::atomic<uint64_t> done{0};
+    once_per_device(done, [](int) {
+        SI_CUDA_CHECK(cudaFuncSetAttribute(fa_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(smem_bytes<D>())));
+    });
+}
+
 template <int D> void launch_d(const FaArgs & p, cudaStream_t st) {
-    static const bool sized = [] {  // above the 48 KiB default: opt in once
-        return cudaFuncSetAttribute(fa_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(smem_bytes<D>())) == cudaSuccess;
-    }();
-    (void) sized;
+    opt_in_smem<D>();
     const dim3 grid(unsigned((p.nq + kBr - 1) / kBr), unsigned(p.nh), unsigned(p.nq3));
     fa_tc_kernel<D><<<grid, kWarps * 32, smem_bytes<D>(), st>>>(p);
 }

@@ -95,17 +95,12 @@ constexpr uint64_t kPoolKeepBytes = uint64_t(1) << 30;
 
 void keep_pool_memory() {
     static std::atomic<uint64_t> done{0};
-    int dev = 0;
-    SI_CUDA_CHECK(cudaGetDevice(&dev));
-    const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-    if (bit == 0 || (done.load(std::memory_order_relaxed) & bit) != 0) {
-        return;
-    }
-    cudaMemPool_t pool;
-    SI_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
-    uint64_t keep = kPoolKeepBytes;
-    SI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    done.fetch_or(bit, std::memory_order_relaxed);
+    once_per_device(done, [](int dev) {
+        cudaMemPool_t pool;
+        SI_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+        uint64_t keep = kPoolKeepBytes;
+        SI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    });
 }
 
 Staged stage_y(const ggml_tensor * b, ggml_type weight_type, cudaStream_t st) {
