@@ -66,6 +66,24 @@ void backend_get_tensor_async(ggml_backend_t backend, const ggml_tensor * tensor
     backend_ctx(backend).stream->copy_to_host(data, static_cast<const char *>(tensor->data) + offset, size);
 }
 
+// Between two standin backends whose streams can copy to each other (two CUDA
+// devices: a split across GPUs), without the host waiting; anything else is
+// left to ggml's synchronous copy through the host.
+bool backend_cpy_tensor_async(ggml_backend_t backend_src, ggml_backend_t backend_dst, const ggml_tensor * src,
+                              ggml_tensor * dst) {
+    const rt::Ownership & own = rt::Ownership::instance();
+    if (backend_src == nullptr || !own.is_ours(backend_src, rt::ObjKind::backend) || src->buffer == nullptr ||
+        dst->buffer == nullptr || !own.is_ours(src->buffer, rt::ObjKind::buffer) ||
+        !own.is_ours(dst->buffer, rt::ObjKind::buffer) || buffer_ctx(src->buffer).host ||
+        buffer_ctx(dst->buffer).host || !ggml_is_contiguous(src) || !ggml_is_contiguous(dst) ||
+        ggml_nbytes(src) != ggml_nbytes(dst) || buffer_ctx(src->buffer).dev != backend_ctx(backend_src).dev ||
+        buffer_ctx(dst->buffer).dev != backend_ctx(backend_dst).dev) {
+        return false;
+    }
+    return backend_ctx(backend_dst).stream->copy_from_stream(*backend_ctx(backend_src).stream, dst->data, src->data,
+                                                             ggml_nbytes(src));
+}
+
 void backend_synchronize(ggml_backend_t backend) { backend_ctx(backend).stream->synchronize(); }
 
 // Everything a node's launch depends on, appended to `key`: equal keys mean
@@ -271,7 +289,7 @@ const ggml_backend_i backend_iface = {
     /* .get_tensor_async    = */ backend_get_tensor_async,
     /* .set_tensor_2d_async = */ nullptr,
     /* .get_tensor_2d_async = */ nullptr,
-    /* .cpy_tensor_async    = */ nullptr,  // ggml falls back to a synchronous copy
+    /* .cpy_tensor_async    = */ backend_cpy_tensor_async,
     /* .synchronize         = */ backend_synchronize,
     /* .graph_plan_create   = */ nullptr,
     /* .graph_plan_free     = */ nullptr,

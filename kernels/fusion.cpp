@@ -1,5 +1,7 @@
 // The fusion patterns of Note [fusion] (fusion.h): matching and ordering here,
 // the fused kernels in kernels/cuda/ (norm.cu, mul_mat_vec_q8.cu).
+// MUL_MAT+ADD is matched before MUL_MAT groups: a product followed directly
+// by its residual ADD (the output projections) has no partner sharing src1.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o RMS_NORM_MUL_ADD,MUL_MAT_VEC_FUSION
 // (fused graphs against ggml-cpu); the CUDA logits ctests and `standin logits`
@@ -64,6 +66,11 @@ FusedRun run_fused_cuda(rt::Stream & stream, ggml_cgraph * g, int i) {
     if (node->op == GGML_OP_RMS_NORM && cuda::rms_norm_mul_ok(node, next)) {
         r.covered = j - i + 1;
         r.ok = cuda::rms_norm_mul(stream, node, next);
+        return r;
+    }
+    if (node->op == GGML_OP_MUL_MAT && cuda::mul_mat_add_ok(node, next)) {
+        r.covered = j - i + 1;
+        r.ok = cuda::mul_mat_add(stream, node, next);
         return r;
     }
     if (node->op == GGML_OP_MUL_MAT && cuda::mul_mat_group_ok(node, next)) {

@@ -1,16 +1,19 @@
 // Note [fusion]
 // Decoding a token runs a few hundred small nodes, so on a GPU the launches
-// themselves cost as much as the arithmetic. Two patterns of llama graphs are
-// run as one launch each on the CUDA device:
+// themselves cost as much as the arithmetic. Three patterns of llama graphs
+// are run as one launch each on the CUDA device:
 //   - RMS_NORM followed by the MUL with its weight (the norm's own result is
 //     still written, so other readers of it are served);
 //   - MUL_MAT nodes that share src1 (Q/K/V, gate/up): src1 is quantized once
-//     and the products share one mat-vec launch.
+//     and the products share one mat-vec launch;
+//   - a mat-vec MUL_MAT followed by the ADD of its result and a same-shaped
+//     tensor (the residual connection after the output projections): the
+//     mat-vec's epilogue writes the product and the sum.
 // The second needs the products adjacent, which llama's graphs are not (Q is
 // roped before K is computed), so order_for_fusion moves such a MUL_MAT up to
 // its partner when nothing between them can change what it reads; it runs in
 // the backend's graph_optimize, before ggml allocates the graph, so memory
-// reuse follows the new order. Both are on unless GGML_STANDIN_FUSION=0, and
+// reuse follows the new order. All are on unless GGML_STANDIN_FUSION=0, and
 // every fused launch computes exactly what the nodes compute one by one.
 #pragma once
 

@@ -46,6 +46,17 @@ public:
     virtual void copy_to_host_2d(void * host_dst, size_t dst_stride, const void * src, size_t src_stride,
                                  size_t row_bytes, size_t n_rows);
 
+    // Copies n bytes from `src`, memory of `from`'s device, to `dst`, memory
+    // of this stream's device, without the host waiting: the copy comes after
+    // the work queued so far on both streams, later work on this stream sees
+    // the bytes, and later work on `from` cannot overwrite `src` before the
+    // copy read it. false (nothing done) when this pair of streams cannot:
+    // the caller then copies synchronously through the host.
+    virtual bool copy_from_stream(Stream & from, void * dst, const void * src, size_t n) {
+        (void) from, (void) dst, (void) src, (void) n;
+        return false;
+    }
+
     virtual void synchronize() = 0;
     virtual void record(Event & event) = 0;
     // Later work on this stream waits for `event` (recorded on any stream of the same device).

@@ -29,6 +29,11 @@ bool shape(rt::Stream & stream, ggml_tensor * node);           // CONCAT REPEAT
 // consecutive MUL_MAT nodes sharing src1 (pairs accepted by mul_mat_group_ok)
 bool mul_mat_group_ok(const ggml_tensor * first, const ggml_tensor * next);
 bool mul_mat_group(rt::Stream & stream, ggml_tensor * const * nodes, int n);
+// A MUL_MAT taken by the integer mat-vec followed by an ADD of its result and
+// a same-shaped F32 tensor (the residual connection): one launch writes both
+// (the product is still written, so other readers of it are served).
+bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add);
+bool mul_mat_add(rt::Stream & stream, ggml_tensor * mm, const ggml_tensor * add);
 // RMS_NORM followed by MUL of its result with a broadcast F32 weight; both
 // results are written (rms_norm_mul_ok says whether the pair qualifies)
 bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul);

@@ -97,24 +97,39 @@ template <typename P> void fill_common(P & p, const ggml_tensor * a, const ggml_
     p.r3 = b->ne[3] / a->ne[3];
 }
 
+// A fused ADD after a mat-vec (mul_mat_add): the row sums are also added to
+// `src` and written to `dst` (column c at + c * nb1 of each, rows of 4 bytes).
+struct RowAdd {
+    const char * src = nullptr;
+    char *       dst = nullptr;
+    int64_t      src_nb1 = 0, dst_nb1 = 0;
+};
+
 // End of a mat-vec row group: the lanes' partial sums of RW consecutive rows
 // by NC columns (acc[r * NC + c]) -> dst (row r, column c at
-// drow + r * 4 + c * d_nb1). R warps share the rows (R > 1: through `part`,
-// kWarps x RW*NC floats of shared memory, and a barrier every warp of the
-// block reaches); `live` is false for warps past the last row.
+// drow + r * 4 + c * d_nb1), and with a RowAdd (offset to the same first row)
+// the sums plus its src to its dst. R warps share the rows (R > 1: through
+// `part`, kWarps x RW*NC floats of shared memory, and a barrier every warp of
+// the block reaches); `live` is false for warps past the last row.
 template <int NC, int R, int kWarps, int RW = 1>
 __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], float (*part)[RW * NC], bool live,
-                                               int ncols, char * drow, int64_t d_nb1) {
+                                               int ncols, char * drow, int64_t d_nb1, const RowAdd & add = {}) {
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
     constexpr int kOut = RW * NC;
     static_assert(kOut <= 32, "one lane per output");
+    auto put = [&](int o, float s) {
+        const int r = o / NC, c = o % NC;
+        *reinterpret_cast<float *>(drow + r * 4 + c * d_nb1) = s;
+        if (add.dst != nullptr) {
+            const float x = *reinterpret_cast<const float *>(add.src + r * 4 + c * add.src_nb1);
+            *reinterpret_cast<float *>(add.dst + r * 4 + c * add.dst_nb1) = s + x;
+        }
+    };
     if constexpr (R == 1) {
 #pragma unroll
         for (int o = 0; o < kOut; ++o) {
             const float s = warp_sum(acc[o]);
-            if (lane == 0 && live && o % NC < ncols) {
-                *reinterpret_cast<float *>(drow + (o / NC) * 4 + (o % NC) * d_nb1) = s;
-            }
+            if (lane == 0 && live && o % NC < ncols) put(o, s);
         }
     } else {
 #pragma unroll
@@ -127,7 +142,7 @@ __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], floa
             float s = 0.0f;
 #pragma unroll
             for (int w = 0; w < kWarps; ++w) s += part[w][lane];
-            *reinterpret_cast<float *>(drow + (lane / NC) * 4 + (lane % NC) * d_nb1) = s;
+            put(lane, s);
         }
         __syncthreads();  // `part` is reused by the next matrix
     }
@@ -156,6 +171,7 @@ struct Q8Args {
     char *         d;
     int64_t        d_nb1, d_nb2, d_nb3;
     int64_t        K, M, N, ne12, ne13, r2, r3;
+    RowAdd         add;  // a fused ADD (dst is one matrix: ne12 = ne13 = 1); add.dst null: none
 };
 // Whether the integer mat-vec takes this product (type, N <= 8, K % 256 == 0,
 // 16-byte aligned rows); whether two src1 are the same tensor (or the same
@@ -166,7 +182,10 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y);
 // src1 quantized once into the stream's scratch, then the products (one
 // launch per run of equal weight types). false only when no scratch memory
 // could be had (logged).
-bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n);
+// With `add` (an ADD of the single node's result and a same-shaped F32
+// tensor, mul_mat_add_ok), that sum is written too.
+bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n,
+                      const ggml_tensor * add = nullptr);
 
 // MUL_MAT_ID mat-vec: pairs (e, t) of ids (n_used x n_tok); expert x = ids[e, t]
 // of n_as; src1 column (e % ne11, t) of the staged Y (nb1 = column, nb2 = token);

@@ -148,7 +148,7 @@ struct Q8Group {
 // the rows in chunks of kURow runs per row: the next chunk's 16-byte loads
 // are issued before the current one is decoded.
 template <int T, int NC, int R, int RW>
-__global__ void __launch_bounds__(kWarps * 32) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
+__global__ void __launch_bounds__(kWarps * 32, NC == 1 && R > 1 ? 8 : 1) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
     constexpr int kURow = F::kU / RW > 0 ? F::kU / RW : 1;
     constexpr int kChunk = kURow * kRun * F::kBytes;  // bytes of one row a warp stages at once
@@ -254,8 +254,13 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_q8_kernel(const __grid_consta
                 }
             }
         }
+        RowAdd add = p.add;
+        if (add.dst != nullptr) {
+            add.src += m * 4;
+            add.dst += m * 4;
+        }
         store_row_sums<NC, R, kWarps, RW>(acc, part_sums, live, ncols,
-                                          p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4, p.d_nb1);
+                                          p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4, p.d_nb1, add);
     }
 }
 
@@ -349,7 +354,7 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {
     return true;
 }
 
-bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n) {
+bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add) {
     const ggml_tensor * b = nodes[0]->src[1];
     const int64_t K = b->ne[0], cols = ggml_nrows(b);
     const size_t q_bytes = size_t(K * cols), bytes = q_bytes + size_t(cols * (K / 32)) * sizeof(float2);
@@ -373,6 +378,11 @@ bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes
                rows + nodes[i]->src[0]->ne[1] <= int64_t(INT32_MAX) / 2) {
             g.row0[g.n] = rows;
             g.m[g.n] = args_for(nodes[i]->src[0], b, nodes[i], q, ds);
+            if (add != nullptr && n == 1) {
+                const ggml_tensor * other = add->src[0] == nodes[i] ? add->src[1] : add->src[0];
+                g.m[g.n].add = RowAdd{static_cast<const char *>(other->data), static_cast<char *>(add->data),
+                                      int64_t(other->nb[1]), int64_t(add->nb[1])};
+            }
             rows += g.m[g.n].M;
             ++g.n;
             ++i;
@@ -396,6 +406,26 @@ bool mul_mat_group_ok(const ggml_tensor * first, const ggml_tensor * next) {
 
 bool mul_mat_group(rt::Stream & stream, ggml_tensor * const * nodes, int n) {
     return mm::mul_mat_q8_group(static_cast<rt::cuda::CudaStream &>(stream), nodes, n);
+}
+
+bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add) {
+    if (mm->op != GGML_OP_MUL_MAT || add->op != GGML_OP_ADD || mm->type != GGML_TYPE_F32 ||
+        add->type != GGML_TYPE_F32 || !mm::q8_applies(mm->src[0], mm->src[1])) {
+        return false;
+    }
+    const bool first = add->src[0] == mm, second = add->src[1] == mm;
+    if (first == second) return false;  // mm must be exactly one of the operands (not both: mm + mm)
+    const ggml_tensor * other = first ? add->src[1] : add->src[0];
+    // One matrix of rows with 4-byte elements on every side (the epilogue's layout).
+    const auto rows_ok = [](const ggml_tensor * t) {
+        return t->nb[0] == sizeof(float) && t->ne[2] == 1 && t->ne[3] == 1;
+    };
+    return other->type == GGML_TYPE_F32 && ggml_are_same_shape(mm, add) && ggml_are_same_shape(other, add) &&
+           rows_ok(mm) && rows_ok(other) && rows_ok(add);
+}
+
+bool mul_mat_add(rt::Stream & stream, ggml_tensor * mm, const ggml_tensor * add) {
+    return mm::mul_mat_q8_group(static_cast<rt::cuda::CudaStream &>(stream), &mm, 1, add);
 }
 
 } // namespace standin::kernels::cuda

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <mutex>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "diag/check.h"
@@ -42,6 +45,7 @@ CudaStream::CudaStream(int device) : device_(device) {
     SI_CUDA_CHECK(cudaSetDevice(device_));
     // A blocking stream: see cuda_device.h for why.
     SI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault));
+    SI_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
 }
 
 CudaStream::~CudaStream() {
@@ -53,6 +57,7 @@ CudaStream::~CudaStream() {
         if (scratch_ != nullptr) SI_CUDA_CHECK_WARN(cudaFree(scratch_));
         for (void * p : outgrown_) SI_CUDA_CHECK_WARN(cudaFree(p));
         for (cudaEvent_t e : marks_) SI_CUDA_CHECK_WARN(cudaEventDestroy(e));
+        if (handoff_ != nullptr) SI_CUDA_CHECK_WARN(cudaEventDestroy(handoff_));
         SI_CUDA_CHECK_WARN(cudaStreamDestroy(stream_));
     }
 }
@@ -217,6 +222,59 @@ void CudaStream::copy_to_host(void * dst, const void * src, size_t n) {
 void CudaStream::copy_on_device(void * dst, const void * src, size_t n) {
     SI_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, begin_launch()));
 }
+namespace {
+
+// Direct copies between two GPUs need peer access, enabled once per ordered
+// pair; where the hardware has none, cudaMemcpyPeerAsync stages through the
+// host by itself, which is still asynchronous for the caller.
+void enable_peer(int dev, int peer) {
+    static std::mutex                    mu;
+    static std::set<std::pair<int, int>> tried;
+    std::lock_guard<std::mutex>          lock(mu);
+    if (dev == peer || !tried.insert({dev, peer}).second) {
+        return;
+    }
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, dev, peer) != cudaSuccess || can == 0) {
+        cudaGetLastError();
+        return;
+    }
+    SI_CUDA_CHECK(cudaSetDevice(dev));
+    const cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+    if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) {
+        SI_CUDA_CHECK_WARN(err);
+    }
+    cudaGetLastError();  // an "already enabled" is not an error to keep
+}
+
+} // namespace
+
+bool CudaStream::copy_from_stream(Stream & from, void * dst, const void * src, size_t n) {
+    auto * other = dynamic_cast<CudaStream *>(&from);
+    if (other == nullptr) {
+        return false;
+    }
+    if (n == 0) {
+        return true;
+    }
+    enable_peer(other->device_, device_);
+    enable_peer(device_, other->device_);
+    for (CudaStream * s : {this, other}) {
+        if (s->handoff_ == nullptr) {
+            SI_CUDA_CHECK(cudaSetDevice(s->device_));
+            SI_CUDA_CHECK(cudaEventCreateWithFlags(&s->handoff_, cudaEventDisableTiming));
+        }
+    }
+    // `from` waits for this stream's queued work (which may still read dst),
+    // copies, and this stream waits for the copy.
+    SI_CUDA_CHECK(cudaEventRecord(handoff_, begin_launch()));
+    SI_CUDA_CHECK(cudaStreamWaitEvent(other->begin_launch(), handoff_, 0));
+    SI_CUDA_CHECK(cudaMemcpyPeerAsync(dst, device_, src, other->device_, n, other->stream_));
+    SI_CUDA_CHECK(cudaEventRecord(other->handoff_, other->stream_));
+    SI_CUDA_CHECK(cudaStreamWaitEvent(begin_launch(), other->handoff_, 0));
+    return true;
+}
+
 void CudaStream::memset(void * dst, uint8_t value, size_t n) {
     SI_CUDA_CHECK(cudaMemsetAsync(dst, value, n, begin_launch()));
 }

@@ -55,6 +55,10 @@ public:
                            size_t n_rows) override;
     void copy_to_host_2d(void * dst, size_t dst_stride, const void * src, size_t src_stride, size_t row_bytes,
                          size_t n_rows) override;
+    // Across two CUDA streams (of one device or two): the copy runs on
+    // `from` after this stream's queued work, and this stream waits for it.
+    bool copy_from_stream(Stream & from, void * dst, const void * src, size_t n) override;
+
     void synchronize() override;
     void record(Event & event) override;
     void wait(Event & event) override;
@@ -84,6 +88,7 @@ public:
     void * scratch(size_t bytes);
 
     int device() const { return device_; }
+    int sm_count() const { return sm_count_; }  // multiprocessors of the stream's device
 
     // Counters for the debug log and tests.
     struct GraphStats {
@@ -93,6 +98,7 @@ public:
 
 private:
     int          device_;
+    int          sm_count_ = 1;
     cudaStream_t stream_ = nullptr;
 
     cudaGraphExec_t      exec_ = nullptr;
@@ -106,6 +112,7 @@ private:
     size_t              scratch_bytes_ = 0;
     std::vector<void *> outgrown_;
 
+    cudaEvent_t              handoff_ = nullptr;  // copy_from_stream's ordering point on this stream
     std::vector<cudaEvent_t> marks_;     // timing events, reused across graphs
     size_t                   n_marks_ = 0;
 };
