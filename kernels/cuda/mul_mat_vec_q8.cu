@@ -142,13 +142,21 @@ struct Q8Group {
     Q8Args  m[kMaxGroup];
 };
 
+// Blocks per SM the register budget must allow (__launch_bounds__): one-column
+// launches are latency-bound, so they need the warps resident. Measured on the
+// H200 (ncu, 8B Q4_0 decode): split-K launches of 1024 blocks at 71 registers
+// ran as 1.1 waves (7 blocks per SM), at 64 as one; the gate/up launch lost
+// 25% when the fused ADD's epilogue took it from 93 to 102 registers, which
+// leaves 4 blocks per SM instead of 5.
+template <int NC, int R> constexpr int kMinBlocks = NC != 1 ? 1 : R > 1 ? 8 : 5;
+
 // RW consecutive weight rows per warp (every member's M is a multiple of RW,
 // so the rows of a warp belong to one member); R warps per row group (1 or
 // kWarps), kWarps / R row groups per block. Each warp streams its share of
 // the rows in chunks of kURow runs per row: the next chunk's 16-byte loads
 // are issued before the current one is decoded.
 template <int T, int NC, int R, int RW>
-__global__ void __launch_bounds__(kWarps * 32, NC == 1 && R > 1 ? 8 : 1) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
     constexpr int kURow = F::kU / RW > 0 ? F::kU / RW : 1;
     constexpr int kChunk = kURow * kRun * F::kBytes;  // bytes of one row a warp stages at once

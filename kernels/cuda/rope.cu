@@ -9,8 +9,11 @@
 // the rotated window are copied. F32 or F16 rows (dst has src0's type),
 // contiguous in dim 0 per the predicate (addressed through nb[0] anyway).
 //
-// One block per (i2, i3): its threads first build the cos/sin cache of that
-// position in shared memory, then rotate every head (dim 1). Pair k's angle is
+// One block per (i2, i3) and group of heads: its threads first build the
+// cos/sin cache of that position in shared memory, then rotate the group's
+// heads (dim 1). Prompts have positions enough to fill the GPU with one group
+// per position; a decoded token has one position, whose heads are then spread
+// over blocks of about kBlock pairs each. Pair k's angle is
 // the position multiplied by theta_scale k times in sequence, the same float
 // operations as rope_cache_fill, so the angles equal the host's and ggml's
 // (a closed form pos * theta_scale^k would drift by many ulps for long
@@ -26,6 +29,7 @@ namespace standin::kernels::cuda {
 namespace {
 
 constexpr int kBlock = 256;
+constexpr int64_t kFillBlocks = 256;  // positions below this split their heads over blocks
 
 struct RopeArgs {
     num::RopeParams rp;
@@ -63,12 +67,14 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
     const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2], ne3 = a.ne[3];
     const int64_t npairs = rp.n_dims / 2;
     const bool normal = rp.mode == num::kRopeNormal;
+    const int64_t per_group = (ne1 + gridDim.z - 1) / gridDim.z;  // heads per block
+    const int64_t h0 = int64_t(blockIdx.z) * per_group, h1 = h0 + per_group < ne1 ? h0 + per_group : ne1;
     for (int64_t i3 = blockIdx.y; i3 < ne3; i3 += gridDim.y) {
         for (int64_t i2 = blockIdx.x; i2 < ne2; i2 += gridDim.x) {
             __syncthreads();  // the previous position's cache is no longer read
             fill_cache(ra, pos, i2, ne2, ff, cache);
             __syncthreads();
-            for (int64_t t = threadIdx.x; t < ne1 * npairs; t += blockDim.x) {
+            for (int64_t t = h0 * npairs + threadIdx.x; t < h1 * npairs; t += blockDim.x) {
                 const int64_t i1 = t / npairs, k = t % npairs;
                 const char * x = row_at(ad, a, i1, i2, i3);
                 char * y = row_at(dd, d, i1, i2, i3);
@@ -82,7 +88,7 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
             }
             if (ra.copy_rest) {
                 const int64_t rest = ne0 - rp.n_dims;
-                for (int64_t t = threadIdx.x; t < ne1 * rest; t += blockDim.x) {
+                for (int64_t t = h0 * rest + threadIdx.x; t < h1 * rest; t += blockDim.x) {
                     const int64_t i1 = t / rest, j = t % rest;
                     const int64_t i0 = j < rp.n_offs ? j : j + rp.n_dims;
                     store_f(d.type, row_at(dd, d, i1, i2, i3) + i0 * d.nb[0],
@@ -115,7 +121,15 @@ bool rope(rt::Stream & stream, ggml_tensor * node) {
     if (ggml_nelements(node) == 0) {
         return true;
     }
-    const dim3 grid(unsigned(src->ne[2] < 65535 * 16 ? src->ne[2] : 65535 * 16), grid_yz(src->ne[3]));
+    const int64_t positions = src->ne[2] * src->ne[3], pairs = src->ne[1] * (ra.rp.n_dims / 2);
+    int64_t groups = 1;
+    if (positions < kFillBlocks) {
+        groups = (pairs + kBlock - 1) / kBlock;
+        groups = groups < src->ne[1] ? groups : src->ne[1];
+        groups = groups > 0 ? groups : 1;
+    }
+    const dim3 grid(unsigned(src->ne[2] < 65535 * 16 ? src->ne[2] : 65535 * 16), grid_yz(src->ne[3]),
+                    unsigned(groups < 65535 ? groups : 65535));
     const size_t smem = size_t(ra.rp.n_dims) * sizeof(float);
     rope_kernel<<<grid, kBlock, smem, stream_of(stream)>>>(
         shape_of(node), shape_of(src), static_cast<char *>(node->data), static_cast<const char *>(src->data),
