@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The gate trips on a planted regression and holds without it. Re-gates the
-# results of the real gate run (bench.gate.host): unchanged it must pass; with
-# every `standalone` sample divided by 4 it must exit 3 and name each host
-# floor of the standalone configuration, and no other floor. A factor of 4, not
-# 2: on 2 shared cores the real ratios have run from 0.9 up to 1.38 (tg64), and
-# half of 1.38 is still above the 0.65 floor.
-# Usage: planted_regression.sh STANDIN RESULTS_JSON FLOORS WORK
+# results of a bench run: unchanged it must pass; with every `standalone`
+# sample divided by DIVISOR it must exit 3 and name each floor of KIND for the
+# standalone configuration, and no other floor.
+#   host (default): the real gate run of CI (bench.gate.host), divided by 4,
+#     not 2: on 2 shared cores the real ratios have run from 0.9 up to 1.38
+#     (tg64), and half of 1.38 is still above the 0.65 floor.
+#   cuda: the committed H200 report (results/h200/bench-report), divided by
+#     4/3: a 25% slower standalone must break every GPU floor.
+# Usage: planted_regression.sh STANDIN RESULTS_JSON FLOORS WORK [KIND] [DIVISOR]
 set -uo pipefail
-standin=$1 results=$2 floors=$3 work=$4
+standin=$1 results=$2 floors=$3 work=$4 kind=${5:-host} divisor=${6:-4}
 rm -rf "$work" && mkdir -p "$work"
 fail=0
 
@@ -16,14 +19,16 @@ rc=$?
 grep '^gate:' "$work/unchanged.out"
 [[ $rc == 0 ]] || { echo "unchanged results: gate exit $rc, expected 0"; fail=1; }
 
-python3 - "$results" "$work/slowed.json" <<'PY'
+python3 - "$results" "$work/slowed.json" "$divisor" <<'PY'
 import json, sys
+from fractions import Fraction
 j = json.load(open(sys.argv[1]))
+k = float(Fraction(sys.argv[3]))  # a number or a fraction such as 4/3
 n = 0
 for r in j["runs"]:
     if r["config"] == "standalone":
-        r["avg_ts"] /= 4
-        r["samples_ts"] = [x / 4 for x in r["samples_ts"]]
+        r["avg_ts"] /= k
+        r["samples_ts"] = [x / k for x in r["samples_ts"]]
         n += 1
 assert n > 0, "no standalone run to slow down"
 json.dump(j, open(sys.argv[2], "w"))
@@ -35,8 +40,8 @@ grep '^gate:' "$work/slowed.out"
 expected=$(python3 -c '
 import json, sys
 for f in json.load(open(sys.argv[1]))["floors"]:
-    if f["kind"] == "host" and f["config"] == "standalone": print(f["name"])' "$floors")
-[[ -n $expected ]] || { echo "no host floor for standalone in $floors"; fail=1; }
+    if f["kind"] == sys.argv[2] and f["config"] == "standalone": print(f["name"])' "$floors" "$kind")
+[[ -n $expected ]] || { echo "no $kind floor for standalone in $floors"; fail=1; }
 for name in $expected; do
     grep -q "^gate: BROKEN  $name: " "$work/slowed.out" || { echo "floor $name was not named as broken"; fail=1; }
 done
