@@ -205,14 +205,17 @@ __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h, int64_t i3, in
 template <int kWarps> size_t fa_smem(const FaArgs & p) {
     return size_t((p.D + 3) / 4 * 4 + 2 * kWarps + kWarps * p.DV) * sizeof(float);
 }
+template <int kWarps> struct FaShared {
+    float *q, *m, *s, *o;
+    __device__ FaShared(float * base, int64_t D)
+        : q(base), m(base + (D + 3) / 4 * 4), s(m + kWarps), o(s + kWarps) {}
+};
 
 template <int T, int NV, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
     extern __shared__ float smem[];
-    float * q_s = smem;
-    float * m_s = q_s + (p.D + 3) / 4 * 4;
-    float * s_s = m_s + kWarps;
-    float * o_s = s_s + kWarps;
+    const FaShared<kWarps> sh(smem, p.D);
+    float *q_s = sh.q, *m_s = sh.m, *s_s = sh.s, *o_s = sh.o;
     const int64_t h = blockIdx.y, i3 = blockIdx.z;
 
     for (int64_t iq = blockIdx.x; iq < p.nq; iq += gridDim.x) {
@@ -256,10 +259,8 @@ struct SplitOut {
 template <int T, int NV, bool VEC>
 __global__ void __launch_bounds__(kSplitWarps * 32) fa_split_kernel(FaArgs p, SplitOut part) {
     extern __shared__ float smem[];
-    float * q_s = smem;
-    float * m_s = q_s + (p.D + 3) / 4 * 4;
-    float * s_s = m_s + kSplitWarps;
-    float * o_s = s_s + kSplitWarps;
+    const FaShared<kSplitWarps> sh(smem, p.D);
+    float *q_s = sh.q, *m_s = sh.m, *s_s = sh.s, *o_s = sh.o;
     const int64_t h = blockIdx.y, i3 = blockIdx.z;
     const int64_t iq = blockIdx.x / part.n_split, j = blockIdx.x % part.n_split;
     const int64_t kb = j * part.span, ke = kb + part.span < p.nkv ? kb + part.span : p.nkv;
