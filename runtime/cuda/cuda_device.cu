@@ -222,6 +222,7 @@ void CudaStream::copy_to_host(void * dst, const void * src, size_t n) {
 void CudaStream::copy_on_device(void * dst, const void * src, size_t n) {
     SI_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, begin_launch()));
 }
+
 namespace {
 
 // Direct copies between two GPUs need peer access, enabled once per ordered
