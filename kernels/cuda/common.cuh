@@ -137,7 +137,6 @@ inline bool scratch_alloc(void ** p, size_t bytes, cudaStream_t st) {
     return true;
 }
 
-// Whether every pointer and stride is a multiple of `align` bytes.
 // Runs setup(device) once per device for the current device: function and
 // pool attributes are per device, so a process-wide "once" would leave the
 // second GPU of a split without them. `done` holds one bit per device; devices
@@ -151,6 +150,7 @@ template <typename F> void once_per_device(std::atomic<uint64_t> & done, F && se
     done.fetch_or(bit, std::memory_order_release);
 }
 
+// Whether every pointer and stride is a multiple of `align` bytes.
 inline bool aligned_to(const ggml_tensor * t, size_t align) {
     return reinterpret_cast<uintptr_t>(t->data) % align == 0 && t->nb[1] % align == 0 && t->nb[2] % align == 0 &&
            t->nb[3] % align == 0;
