@@ -30,6 +30,9 @@ if(NOT EXISTS "${STANDIN_GGML_PRIVATE_INCLUDE}/ggml-backend-impl.h")
     message(FATAL_ERROR "standin: no ggml-backend-impl.h under ${STANDIN_GGML_PRIVATE_INCLUDE}")
 endif()
 
+add_library(ggml::headers INTERFACE IMPORTED GLOBAL)
+set_target_properties(ggml::headers PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${STANDIN_GGML_PUBLIC_INCLUDE}")
+
 find_library(STANDIN_GGML_BASE_LIB NAMES ggml-base PATHS "${STANDIN_LLAMA_BIN_DIR}" NO_DEFAULT_PATH REQUIRED)
 add_library(ggml::base SHARED IMPORTED GLOBAL)
 set_target_properties(ggml::base PROPERTIES

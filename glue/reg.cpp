@@ -180,6 +180,12 @@ ggml_backend_reg * choose_registry(const PreloadRequest & preload) {
     if (cfg.audit) {
         interpose::audit::enable_at_exit();
     }
+    if (const auto bases = interpose::audit::loaded_ggml_bases(); bases.size() > 1) {
+        // Two ggml runtimes: the real library and the application may not
+        // share state (Note [ggml-base binding] in glue/base_link.h).
+        SI_LOG_WARN("%zu copies of ggml-base are loaded in this process (%s and %s); give every library the same one",
+                    bases.size(), bases[0].c_str(), bases[1].c_str());
+    }
     if (cfg.crash_handler) {
         diag::install_crash_handler("starting");
     }

@@ -1,8 +1,11 @@
 #include "interpose/audit.h"
 
+#include <link.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "diag/log.h"
@@ -42,6 +45,24 @@ bool check_escape(const void * obj, const char * what) {
 
 size_t escapes() { return g_escapes.load(); }
 
+std::vector<std::string> loaded_ggml_bases() {
+    std::vector<std::string> found;
+    dl_iterate_phdr(
+        [](dl_phdr_info * info, size_t, void * data) {
+            const char * name = info->dlpi_name;
+            if (name != nullptr && name[0] != '\0') {
+                const char * base = std::strrchr(name, '/');
+                base = base != nullptr ? base + 1 : name;
+                if (std::strncmp(base, "libggml-base.so", 15) == 0) {
+                    static_cast<std::vector<std::string> *>(data)->push_back(name);
+                }
+            }
+            return 0;
+        },
+        &found);
+    return found;
+}
+
 Report report() {
     Report r;
     rt::Ownership::Counts c = rt::Ownership::instance().counts();
@@ -54,6 +75,7 @@ Report report() {
     r.local_nodes      = g_local_nodes.load();
     r.forwarded_graphs = g_forwarded.load();
     r.plan_replays     = g_plan_replays.load();
+    r.ggml_bases       = loaded_ggml_bases().size();
     return r;
 }
 
@@ -66,7 +88,7 @@ std::string Report::text() const {
     s << "; leaks=" << leaks << "; real pointers to caller=" << escapes;
     s << (leaks == 0 && escapes == 0 ? " (clean)" : " (NOT CLEAN)");
     s << "; dispatch: local nodes=" << local_nodes << " forwarded graphs=" << forwarded_graphs
-      << " (swaps replayed for " << plan_replays << ")";
+      << " (swaps replayed for " << plan_replays << "); ggml-base copies=" << ggml_bases;
     return s.str();
 }
 

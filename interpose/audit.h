@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace standin::interpose::audit {
 
@@ -26,6 +27,11 @@ void set_mode(const char * mode);
 void count_dispatch(size_t local_nodes, size_t forwarded_graphs);
 void count_plan_replay();
 
+// The ggml-base files mapped in this process ("libggml-base.so*"), in load
+// order. More than one means two ggml runtimes whose state (log callback,
+// scheduler types, terminate handler) is not shared; Note [ggml-base binding].
+std::vector<std::string> loaded_ggml_bases();
+
 struct Report {
     const char * mode = "standalone";
     size_t alive_by_kind[8] = {};
@@ -34,6 +40,7 @@ struct Report {
     size_t local_nodes = 0;       // nodes run on standin's kernels
     size_t forwarded_graphs = 0;  // graphs (or sub-graphs) handed to the real library
     size_t plan_replays = 0;      // forwarded graphs whose swaps were replayed
+    size_t ggml_bases = 0;        // ggml-base copies mapped in the process
     std::string text() const;
 };
 

@@ -10,13 +10,17 @@
 #             STANDIN_CPU) with LOCAL_OPS none, all and a mixed set: the same
 #             OK and "not supported" lists, a clean audit, local nodes > 0
 #             where ops are local.
-#   replace : standin installed as libggml-cpu-standin.so beside a real
-#             libggml-cpu.so: ggml loads it instead of the real library (once),
-#             and llama-completion generates the same text as with the real
-#             library alone. This folder holds the CPU library built from the
-#             pinned tree: llama-completion aborts at start-up when the prebuilt
-#             libraries (which bring their own ggml-base) sit in its folder, with
-#             or without standin (ggml.cpp:22, the terminate-handler assert).
+#   replace : standin installed as libggml-cpu-standin.so beside the real
+#             libggml-cpu-*.so variants: ggml loads it instead of the real
+#             library (once), standin loads the best variant, and
+#             llama-completion generates the same text as with the real
+#             library alone.
+# One ggml-base: the folder holds npm's libggml-base.so, and libggml-base.so.0
+# (the soname the pinned tools ask for) links to it; LD_LIBRARY_PATH on the
+# folder sends the tools there too, so every library in the process shares
+# that one copy (the audit line shows "ggml-base copies=1"). With two copies,
+# ggml's loader opening and closing the variants can abort the process
+# (ggml.cpp's terminate-handler check), on some CPUs and not others.
 # Usage: run_interpose_suite.sh path|replace LLAMA_BIN PREBUILT_DIR PLUGIN WORKDIR [MODEL]
 set -uo pipefail
 mode=$1 bin=$2 prebuilt=$3 plugin=$4 work=$5 model=${6:-}
@@ -27,6 +31,8 @@ rm -rf "$work" && mkdir -p "$work/app"
 app=$work/app
 cp "$bin/test-backend-ops" "$bin/llama-completion" "$app/"
 cp "$prebuilt"/libggml-cpu-*.so "$prebuilt/libggml-base.so" "$app/"
+ln -s libggml-base.so "$app/libggml-base.so.0"
+export LD_LIBRARY_PATH=$app
 strip_colors() { sed -e 's/\x1b\[[0-9;]*m//g'; }
 fail=0
 
@@ -59,14 +65,13 @@ if [[ $mode == path ]]; then
         fi
         [[ $rc == 0 ]] || fail=1
         grep -q 'leaks=0; real pointers to caller=0 (clean)' <<<"$audit" || { echo "  audit not clean"; fail=1; }
+        grep -q 'ggml-base copies=1$' <<<"$audit" || { echo "  not exactly one ggml-base in the process"; fail=1; }
         local_nodes=$(sed -nE 's/.*local nodes=([0-9]+).*/\1/p' <<<"$audit")
         if [[ $lo == none && $local_nodes != 0 ]]; then echo "  local nodes with LOCAL_OPS=none"; fail=1; fi
         if [[ $lo != none && ${local_nodes:-0} == 0 ]]; then echo "  no node ran locally"; fail=1; fi
     done
 elif [[ $mode == replace ]]; then
     [[ -f $model ]] || { echo "no model at '$model'"; exit 1; }
-    rm -f "$app"/libggml-cpu-*.so "$app/libggml-base.so"
-    cp "$bin/libggml-cpu.so" "$app/"
     gen=(-m "$model" -p "The capital of France is" -n 24 --ignore-eos -s 7 --temp 0 -c 256 -no-cnv --no-warmup)
     "$app/llama-completion" "${gen[@]}" >"$work/real.txt" 2>"$work/real.log"
     echo "real library alone: exit $?; $(grep -oE 'loaded CPU backend from [^ ]+' "$work/real.log")"
@@ -81,6 +86,7 @@ elif [[ $mode == replace ]]; then
     echo "devices ggml loads from that folder: $(echo $devices)"
     [[ "$(echo $devices)" == "STANDIN_CPU" ]] || { echo "  expected exactly STANDIN_CPU"; fail=1; }
     grep -q 'leaks=0; real pointers to caller=0 (clean)' "$work/standin.log" || { echo "  audit not clean"; fail=1; }
+    grep -qE '^standin audit.*ggml-base copies=1$' "$work/standin.log" || { echo "  not exactly one ggml-base"; fail=1; }
     if ! cmp -s "$work/real.txt" "$work/standin.txt"; then
         echo "  generated text differs:"; diff "$work/real.txt" "$work/standin.txt" | head; fail=1
     else
