@@ -15,14 +15,11 @@ namespace standin::diag {
 
 namespace {
 
+using Warnings = std::vector<std::string>;
+
 // Parses a whole decimal integer in [lo, hi]; anything else leaves `out` alone
 // and records why.
-void read_int(const EnvLookup & env, const char * name, long lo, long hi, int & out,
-              std::vector<std::string> & warnings) {
-    const char * raw = env(name);
-    if (raw == nullptr || *raw == '\0') {
-        return;
-    }
+void read_int(const char * name, const char * raw, long lo, long hi, int & out, Warnings & warnings) {
     errno = 0;
     char * end = nullptr;
     long v = std::strtol(raw, &end, 10);
@@ -37,11 +34,7 @@ void read_int(const EnvLookup & env, const char * name, long lo, long hi, int & 
     out = static_cast<int>(v);
 }
 
-void read_bool(const EnvLookup & env, const char * name, bool & out, std::vector<std::string> & warnings) {
-    const char * raw = env(name);
-    if (raw == nullptr || *raw == '\0') {
-        return;
-    }
+void read_bool(const char * name, const char * raw, bool & out, Warnings & warnings) {
     static const char * yes[] = {"1", "on", "true", "yes"};
     static const char * no[]  = {"0", "off", "false", "no"};
     for (const char * y : yes) {
@@ -56,73 +49,120 @@ void read_bool(const EnvLookup & env, const char * name, bool & out, std::vector
     warnings.push_back(msg.str());
 }
 
+// One of `names` (index into the enum E, in order); else a warning and the default.
+template <typename E, size_t N>
+void read_choice(const char * name, const char * raw, const char * const (&names)[N], E & out, Warnings & warnings) {
+    for (size_t i = 0; i < N; ++i) {
+        if (std::strcmp(raw, names[i]) == 0) {
+            out = E(i);
+            return;
+        }
+    }
+    std::string list;
+    for (size_t i = 0; i < N; ++i) list += (i ? "|" : "") + std::string(names[i]);
+    warnings.push_back(std::string(name) + "='" + raw + "' is not one of " + list + "; using default " +
+                       names[size_t(out)]);
+}
+
+const char * const kModeNames[] = {"auto", "standalone", "interpose"};
+const char * const kMmqNames[]  = {"auto", "off", "all"};
+
+void read_fault(const char * name, const char * f, std::string & out, Warnings & warnings) {
+    static const char * points[] = {"registry", "devices", "props", "backend", "alloc", "copy", "compute", "leak"};
+    bool known = false;
+    for (const char * p : points) known = known || std::strcmp(p, f) == 0;
+    known = known || (std::strncmp(f, "perturb:", 8) == 0 && f[8] != '\0');  // perturb:OP
+    if (known) {
+        out = f;
+    } else {
+        warnings.push_back(std::string(name) + "='" + f + "' is not a fault point; ignored");
+    }
+}
+
+const char * on_off(bool b) { return b ? "on" : "off"; }
+
+// Note [config table]
+// Every variable once: its name, how it is parsed into Config (given a
+// non-empty value) and how the summary shows it (nullptr: never; entries
+// that show only a non-default value test for it). parse_config, summary()
+// and config_var_names() all walk this table; tests/diag/test_config.cpp
+// checks that each name reaches a field and that the list has no strays.
+struct Var {
+    const char * name;
+    void (*parse)(const char * name, const char * raw, Config & c, Warnings & w);
+    void (*show)(const Config & c, std::ostream & s);
+};
+
+const Var kVars[] = {
+    {"GGML_STANDIN_HOST_DEVICES", [](const char * n, const char * r, Config & c, Warnings & w) { read_int(n, r, 0, 8, c.host_devices, w); },
+     [](const Config & c, std::ostream & s) { s << " host_devices=" << c.host_devices; }},
+    {"GGML_STANDIN_THREADS", [](const char * n, const char * r, Config & c, Warnings & w) { read_int(n, r, 0, 512, c.threads, w); },
+     [](const Config & c, std::ostream & s) { s << " threads=" << (c.threads == 0 ? std::string("auto") : std::to_string(c.threads)); }},
+    {"GGML_STANDIN_CUDA", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda, w); },
+     [](const Config & c, std::ostream & s) { s << " cuda=" << on_off(c.cuda); }},
+    {"GGML_OP_OFFLOAD_MIN_BATCH", [](const char * n, const char * r, Config & c, Warnings & w) { read_int(n, r, 0, INT_MAX, c.offload_min_batch, w); },
+     [](const Config & c, std::ostream & s) { s << " offload_min_batch=" << c.offload_min_batch; }},
+    {"GGML_STANDIN_DEBUG", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.debug, w); },
+     [](const Config & c, std::ostream & s) { s << " debug=" << on_off(c.debug); }},
+    {"GGML_STANDIN_SCORE", [](const char * n, const char * r, Config & c, Warnings & w) { read_int(n, r, 0, 1000000, c.score, w); },
+     [](const Config & c, std::ostream & s) { s << " score=" << c.score; }},
+    {"GGML_STANDIN_CUDA_GRAPHS", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda_graphs, w); },
+     [](const Config & c, std::ostream & s) { s << " cuda_graphs=" << on_off(c.cuda_graphs); }},
+    {"GGML_STANDIN_CUBLAS", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cublas, w); },
+     [](const Config & c, std::ostream & s) { s << " cublas=" << on_off(c.cublas); }},
+    {"GGML_STANDIN_FUSION", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.fusion, w); },
+     [](const Config & c, std::ostream & s) { s << " fusion=" << on_off(c.fusion); }},
+    {"GGML_STANDIN_MMQ", [](const char * n, const char * r, Config & c, Warnings & w) { read_choice(n, r, kMmqNames, c.mmq, w); },
+     [](const Config & c, std::ostream & s) { if (c.mmq != Config::Mmq::auto_) s << " mmq=" << kMmqNames[int(c.mmq)]; }},
+    {"GGML_STANDIN_PDL", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.pdl, w); },
+     [](const Config & c, std::ostream & s) { if (!c.pdl) s << " pdl=off"; }},
+    {"GGML_STANDIN_MODE", [](const char * n, const char * r, Config & c, Warnings & w) { read_choice(n, r, kModeNames, c.mode, w); },
+     [](const Config & c, std::ostream & s) { s << " mode=" << kModeNames[int(c.mode)]; }},
+    {"GGML_STANDIN_REAL", [](const char *, const char * r, Config & c, Warnings &) { c.real = r; },
+     [](const Config & c, std::ostream & s) { if (!c.real.empty()) s << " real=" << c.real; }},
+    {"GGML_STANDIN_LOCAL_OPS", [](const char *, const char * r, Config & c, Warnings &) { c.local_ops = r; },
+     [](const Config & c, std::ostream & s) { if (c.local_ops != "none") s << " local_ops=" << c.local_ops; }},
+    {"GGML_STANDIN_AUDIT", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.audit, w); },
+     [](const Config & c, std::ostream & s) { if (c.audit) s << " audit=on"; }},
+    {"GGML_STANDIN_CRASH_HANDLER", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.crash_handler, w); },
+     [](const Config & c, std::ostream & s) { if (c.crash_handler) s << " crash_handler=on"; }},
+    {"GGML_STANDIN_HOST_DISCRETE", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.host_discrete, w); },
+     [](const Config & c, std::ostream & s) { if (c.host_discrete) s << " host_discrete=on"; }},
+    {"GGML_STANDIN_PROFILE", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.profile, w); },
+     [](const Config & c, std::ostream & s) { if (c.profile) s << " profile=on"; }},
+    {"GGML_STANDIN_FAULT", [](const char * n, const char * r, Config & c, Warnings & w) { read_fault(n, r, c.fault, w); },
+     [](const Config & c, std::ostream & s) { if (!c.fault.empty()) s << " FAULT=" << c.fault; }},
+    // Read by the tools (standin swarm, standind), not by the plugin.
+    {"GGML_STANDIN_SWARM_SOCKET", nullptr, nullptr},
+    {"GGML_STANDIN_SWARM_DB", nullptr, nullptr},
+};
+
 } // namespace
 
 std::string Config::summary() const {
     std::ostringstream s;
-    s << "host_devices=" << host_devices << " threads=" << (threads == 0 ? std::string("auto") : std::to_string(threads))
-      << " cuda=" << (cuda ? "on" : "off") << " offload_min_batch=" << offload_min_batch
-      << " debug=" << (debug ? "on" : "off") << " score=" << score
-      << " cuda_graphs=" << (cuda_graphs ? "on" : "off") << " cublas=" << (cublas ? "on" : "off")
-      << " fusion=" << (fusion ? "on" : "off") << " mode="
-      << (mode == Mode::standalone ? "standalone" : mode == Mode::interpose ? "interpose" : "auto");
-    if (!real.empty()) s << " real=" << real;
-    if (local_ops != "none") s << " local_ops=" << local_ops;
-    if (audit) s << " audit=on";
-    if (crash_handler) s << " crash_handler=on";
-    if (host_discrete) s << " host_discrete=on";
-    if (profile) s << " profile=on";
-    if (!fault.empty()) s << " FAULT=" << fault;
-    return s.str();
+    for (const Var & v : kVars) {
+        if (v.show != nullptr) v.show(*this, s);
+    }
+    std::string out = s.str();
+    return out.empty() ? out : out.substr(1);
 }
 
 Config parse_config(const EnvLookup & env) {
     Config c;
-    read_int(env, "GGML_STANDIN_HOST_DEVICES", 0, 8, c.host_devices, c.warnings);
-    read_bool(env, "GGML_STANDIN_HOST_DISCRETE", c.host_discrete, c.warnings);
-    read_int(env, "GGML_STANDIN_THREADS", 0, 512, c.threads, c.warnings);
-    read_bool(env, "GGML_STANDIN_CUDA", c.cuda, c.warnings);
-    read_int(env, "GGML_OP_OFFLOAD_MIN_BATCH", 0, INT_MAX, c.offload_min_batch, c.warnings);
-    read_bool(env, "GGML_STANDIN_DEBUG", c.debug, c.warnings);
-    read_int(env, "GGML_STANDIN_SCORE", 0, 1000000, c.score, c.warnings);
-    read_bool(env, "GGML_STANDIN_CUDA_GRAPHS", c.cuda_graphs, c.warnings);
-    read_bool(env, "GGML_STANDIN_CUBLAS", c.cublas, c.warnings);
-    read_bool(env, "GGML_STANDIN_FUSION", c.fusion, c.warnings);
-    read_bool(env, "GGML_STANDIN_PROFILE", c.profile, c.warnings);
-    if (const char * m = env("GGML_STANDIN_MODE"); m != nullptr && *m != '\0') {
-        const std::string v(m);
-        if (v == "auto") c.mode = Config::Mode::auto_;
-        else if (v == "standalone") c.mode = Config::Mode::standalone;
-        else if (v == "interpose") c.mode = Config::Mode::interpose;
-        else c.warnings.push_back("GGML_STANDIN_MODE='" + v + "' is not one of auto|standalone|interpose; using default auto");
-    }
-    if (const char * r = env("GGML_STANDIN_REAL"); r != nullptr) c.real = r;
-    if (const char * l = env("GGML_STANDIN_LOCAL_OPS"); l != nullptr && *l != '\0') c.local_ops = l;
-    read_bool(env, "GGML_STANDIN_AUDIT", c.audit, c.warnings);
-    read_bool(env, "GGML_STANDIN_CRASH_HANDLER", c.crash_handler, c.warnings);
-    if (const char * f = env("GGML_STANDIN_FAULT"); f != nullptr && *f != '\0') {
-        static const char * points[] = {"registry", "devices", "props", "backend", "alloc", "copy", "compute", "leak"};
-        bool known = false;
-        for (const char * p : points) known = known || std::strcmp(p, f) == 0;
-        known = known || (std::strncmp(f, "perturb:", 8) == 0 && f[8] != '\0');  // perturb:OP
-        if (known) {
-            c.fault = f;
-        } else {
-            c.warnings.push_back(std::string("GGML_STANDIN_FAULT='") + f + "' is not a fault point; ignored");
-        }
+    for (const Var & v : kVars) {
+        const char * raw = v.parse != nullptr ? env(v.name) : nullptr;
+        if (raw != nullptr && *raw != '\0') v.parse(v.name, raw, c, c.warnings);
     }
     return c;
 }
 
 const std::vector<const char *> & config_var_names() {
-    static const std::vector<const char *> names = {
-        "GGML_STANDIN_HOST_DEVICES", "GGML_STANDIN_THREADS", "GGML_STANDIN_CUDA",
-        "GGML_OP_OFFLOAD_MIN_BATCH", "GGML_STANDIN_DEBUG",   "GGML_STANDIN_SCORE",
-        "GGML_STANDIN_MODE",         "GGML_STANDIN_REAL",    "GGML_STANDIN_LOCAL_OPS",
-        "GGML_STANDIN_AUDIT",        "GGML_STANDIN_SWARM_SOCKET", "GGML_STANDIN_SWARM_DB",
-        "GGML_STANDIN_CRASH_HANDLER", "GGML_STANDIN_FAULT",  "GGML_STANDIN_HOST_DISCRETE",
-        "GGML_STANDIN_CUDA_GRAPHS",  "GGML_STANDIN_CUBLAS",  "GGML_STANDIN_PROFILE",
-    };
+    static const std::vector<const char *> names = [] {
+        std::vector<const char *> n;
+        for (const Var & v : kVars) n.push_back(v.name);
+        return n;
+    }();
     return names;
 }
 

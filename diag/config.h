@@ -35,6 +35,14 @@ struct Config {
     // Per-op time profile of standalone graphs (timed per node, so slower),
     // printed through the log when a backend is freed.
     bool profile           = false; // GGML_STANDIN_PROFILE        0|1
+    // CUDA device: the integer tensor-core product (kernels/cuda/mm_plan.h):
+    // auto follows the kernel table, off never uses it, all uses it for every
+    // product it can run (also where the table picks the integer mat-vec).
+    enum class Mmq { auto_, off, all };
+    Mmq  mmq               = Mmq::auto_; // GGML_STANDIN_MMQ    auto|off|all
+    // CUDA device: programmatic dependent launch (a kernel starts while the one
+    // before it drains, and waits only where it reads that one's output).
+    bool pdl               = true;  // GGML_STANDIN_PDL            0|1
 
     // Interposition (interpose/): standalone never loads a real library;
     // interpose requires one (and falls back to standalone, with one log line,
@@ -73,7 +81,8 @@ Config parse_config(const EnvLookup & env);
 // The process-wide configuration, parsed and logged on first call. Thread-safe.
 const Config & config();
 
-// The names of every variable parse_config reads, for docs and `standin devices`.
+// The names of every GGML_STANDIN_* variable standin reads (parse_config's,
+// and the tools' GGML_STANDIN_SWARM_*), from the one table in config.cpp.
 const std::vector<const char *> & config_var_names();
 
 } // namespace standin::diag

@@ -62,9 +62,40 @@ struct QuantOut {
     }
 };
 
+// The same codes for 256-groups (the K formats' activation blocks), laid out as
+// QuantOut's: per 32 values {d, d * sum of those 32 codes}, d being the
+// 256-group's scale, so one product kernel reads both (mmq.cu).
+struct QuantOutK {
+    int8_t * q;
+    float2 * ds;
+    int64_t  K;
+    template <int kPer>
+    __device__ void put(int64_t col, int64_t k, int lane, const int (&qv)[kPer], float dv) const {
+        static_assert(kPer == 8, "256-groups: eight codes per lane");
+        uint32_t w[2];
+        int sum = 0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            w[h] = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                w[h] |= uint32_t(uint8_t(int8_t(qv[4 * h + j]))) << (8 * j);
+                sum += qv[4 * h + j];
+            }
+        }
+        *reinterpret_cast<uint2 *>(q + col * K + k) = make_uint2(w[0], w[1]);
+        // Lanes 4j..4j+3 hold the 32 values of sub-block j of the group.
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if ((lane & 3) == 0) ds[col * (K / 32) + k / 32] = make_float2(dv, dv * float(sum));
+    }
+};
+
 template <int G, typename Out>
 __global__ void act_round_kernel(Shape b, const char * bd, Out out, int64_t n_groups, bool dense_f32) {
     constexpr int kPer = G / 32;
+    pdl_wait();
+    pdl_trigger();
     const int lane = int(threadIdx.x & 31u);
     const int64_t K = b.ne[0], groups_per_col = K / G;
     for (int64_t g = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; g < n_groups;
@@ -99,8 +130,8 @@ template <int G, typename Out> void launch_act(const ggml_tensor * b, const Out 
     constexpr int kThreads = 256;
     // Dense F32 (the usual src1) is read without the per-element index split.
     const bool dense_f32 = b->type == GGML_TYPE_F32 && ggml_is_contiguous(b);
-    act_round_kernel<G, Out><<<grid_for(n_groups * 32, kThreads), kThreads, 0, st>>>(
-        shape_of(b), static_cast<const char *>(b->data), out, n_groups, dense_f32);
+    launch(act_round_kernel<G, Out>, dim3(grid_for(n_groups * 32, kThreads)), dim3(kThreads), 0, st, shape_of(b),
+           static_cast<const char *>(b->data), out, n_groups, dense_f32);
 }
 
 // Launches the rounding of all of b (ne[0] a multiple of `group`, from
@@ -119,6 +150,12 @@ void act_round(const ggml_tensor * b, int group, O * y, int64_t ldy, cudaStream_
 // at ds + c * ne[0] / 32).
 inline void quantize_act(const ggml_tensor * b, int8_t * q, float2 * ds, cudaStream_t st) {
     launch_act<32>(b, QuantOut{q, ds, b->ne[0]}, st);
+}
+
+// The same layout from 256-groups (ne[0] a multiple of 256): the K formats'
+// rounding, ggml-cpu's Q8_K values.
+inline void quantize_act_k(const ggml_tensor * b, int8_t * q, float2 * ds, cudaStream_t st) {
+    launch_act<256>(b, QuantOutK{q, ds, b->ne[0]}, st);
 }
 
 } // namespace standin::kernels::cuda::mm

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
+#include "diag/config.h"
 #include "ggml.h"
 #include "kernels/common/numerics.h"
 #include "runtime/cuda/cuda_device.h"
@@ -68,6 +70,65 @@ inline unsigned grid_for(int64_t n, int block) {
 }
 
 #define SI_CUDA_LAUNCH_CHECK() SI_CUDA_CHECK(cudaGetLastError())
+
+// --- programmatic dependent launch ------------------------------------------------
+// Note [dependent launch]
+// A kernel launched through launch() may start while the kernel before it on
+// the stream is still draining (Hopper's programmatic dependent launch; kept
+// by CUDA graph capture), so a decode step of a few hundred small kernels
+// does not pay each one's ramp-up and tail. The contract, for every kernel
+// launched that way: call pdl_wait() before reading anything an earlier
+// kernel wrote, and before writing anything it may still read. What comes
+// before the wait touches only memory no kernel writes (weights). Each
+// kernel calls pdl_trigger() once its own work is under way, so the next one
+// may begin launching. Without the launch attribute (GGML_STANDIN_PDL=0, or
+// a plain <<<>>> launch) both calls are no-ops and order is the stream's.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Whether launch() asks for dependent launch (GGML_STANDIN_PDL, read once).
+inline bool pdl_enabled() {
+    static const bool on = diag::config().pdl;
+    return on;
+}
+
+// kernel<<<grid, block, smem, st>>>(args...), with the dependent-launch
+// attribute when enabled, plus `extra` attributes (a cluster shape); the
+// kernel must keep the contract of Note [dependent launch].
+template <typename... KArgs, typename... Args>
+void launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+               const cudaLaunchAttribute * extra, int n_extra, Args &&... args) {
+    cudaLaunchAttribute attrs[4];
+    int n = 0;
+    for (int i = 0; i < n_extra && n < 3; ++i) attrs[n++] = extra[i];
+    if (pdl_enabled()) {
+        attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[n].val.programmaticStreamSerializationAllowed = 1;
+        ++n;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = attrs;
+    cfg.numAttrs = unsigned(n);
+    SI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+template <typename... KArgs, typename... Args>
+void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, Args &&... args) {
+    launch_ex(kernel, grid, block, smem, st, nullptr, 0, std::forward<Args>(args)...);
+}
 
 // --- reductions ----------------------------------------------------------------
 // Warp-wide (all 32 lanes active) and block-wide (blockDim.x a multiple of 32,

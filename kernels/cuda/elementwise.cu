@@ -26,6 +26,8 @@ template <int OP> __device__ __forceinline__ float apply(float a, float b) {
 
 template <int OP>
 __global__ void binary_kernel(Shape d, Shape a, Shape b, char * dd, const char * ad, const char * bd, int64_t n) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
         int64_t r = k;
         const int64_t i0 = r % d.ne[0]; r /= d.ne[0];
@@ -40,6 +42,8 @@ __global__ void binary_kernel(Shape d, Shape a, Shape b, char * dd, const char *
 }
 
 __global__ void scale_kernel(Shape d, Shape a, char * dd, const char * ad, float s, float bias, int64_t n) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
         const float x = *reinterpret_cast<const float *>(ad + offset_of(a, k));
         *reinterpret_cast<float *>(dd + offset_of(d, k)) = x * s + bias;
@@ -47,6 +51,8 @@ __global__ void scale_kernel(Shape d, Shape a, char * dd, const char * ad, float
 }
 
 __global__ void copy_kernel(Shape d, Shape a, char * dd, const char * ad, int64_t n) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
         store_f(d.type, dd + offset_of(d, k), load_f(a.type, ad + offset_of(a, k)));
     }
@@ -54,8 +60,7 @@ __global__ void copy_kernel(Shape d, Shape a, char * dd, const char * ad, int64_
 
 template <int OP> void launch_binary(cudaStream_t st, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
-    binary_kernel<OP><<<grid_for(n, kBlock), kBlock, 0, st>>>(
-        shape_of(node), shape_of(node->src[0]), shape_of(node->src[1]), static_cast<char *>(node->data),
+    launch(binary_kernel<OP>, dim3(grid_for(n, kBlock)), dim3(kBlock), 0, st, shape_of(node), shape_of(node->src[0]), shape_of(node->src[1]), static_cast<char *>(node->data),
         static_cast<const char *>(node->src[0]->data), static_cast<const char *>(node->src[1]->data), n);
 }
 
@@ -79,8 +84,7 @@ bool scale(rt::Stream & stream, ggml_tensor * node) {
     std::memcpy(&s, reinterpret_cast<const float *>(node->op_params) + 0, sizeof(float));
     std::memcpy(&b, reinterpret_cast<const float *>(node->op_params) + 1, sizeof(float));
     const int64_t n = ggml_nelements(node);
-    scale_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(
-        shape_of(node), shape_of(node->src[0]), static_cast<char *>(node->data),
+    launch(scale_kernel, dim3(grid_for(n, kBlock)), dim3(kBlock), 0, stream_of(stream), shape_of(node), shape_of(node->src[0]), static_cast<char *>(node->data),
         static_cast<const char *>(node->src[0]->data), s, b, n);
     SI_CUDA_LAUNCH_CHECK();
     return true;
@@ -101,7 +105,7 @@ bool copy(rt::Stream & stream, ggml_tensor * node) {
         SI_CUDA_CHECK(cudaMemcpyAsync(node->data, src->data, ggml_nbytes(src), cudaMemcpyDeviceToDevice, st));
         return true;
     }
-    copy_kernel<<<grid_for(n, kBlock), kBlock, 0, st>>>(shape_of(node), shape_of(src), static_cast<char *>(node->data),
+    launch(copy_kernel, dim3(grid_for(n, kBlock)), dim3(kBlock), 0, st, shape_of(node), shape_of(src), static_cast<char *>(node->data),
                                                         static_cast<const char *>(src->data), n);
     SI_CUDA_LAUNCH_CHECK();
     return true;

@@ -213,6 +213,8 @@ template <int kWarps> struct FaShared {
 
 template <int T, int NV, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     extern __shared__ float smem[];
     const FaShared<kWarps> sh(smem, p.D);
     float *q_s = sh.q, *m_s = sh.m, *s_s = sh.s, *o_s = sh.o;
@@ -258,6 +260,8 @@ struct SplitOut {
 
 template <int T, int NV, bool VEC>
 __global__ void __launch_bounds__(kSplitWarps * 32) fa_split_kernel(FaArgs p, SplitOut part) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     extern __shared__ float smem[];
     const FaShared<kSplitWarps> sh(smem, p.D);
     float *q_s = sh.q, *m_s = sh.m, *s_s = sh.s, *o_s = sh.o;
@@ -288,6 +292,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) fa_split_kernel(FaArgs p, Sp
 // One block per (query row, head, batch): the splits' partials rescaled to
 // their common maximum (the sink included) and normalised.
 __global__ void fa_combine(FaArgs p, SplitOut part) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     const int64_t iq = blockIdx.x, h = blockIdx.y, i3 = blockIdx.z;
     const int64_t row = ((i3 * p.nh + h) * p.nq + iq) * part.n_split;
     const float sink = p.sinks != nullptr ? p.sinks[h] : -INFINITY;
@@ -314,13 +320,13 @@ template <int T, int W> void launch_tw(const FaArgs & p, cudaStream_t st) {
     const dim3 grid(unsigned(p.nq < 65535 * 16 ? p.nq : 65535 * 16), unsigned(p.nh), unsigned(p.nq3));
     const size_t smem = fa_smem<W>(p);
     if (p.DV <= 64) {
-        fa_kernel<T, 2, W><<<grid, W * 32, smem, st>>>(p);
+        launch(fa_kernel<T, 2, W>, dim3(grid), dim3(W * 32), smem, st, p);
     } else if (p.DV <= 128) {
-        fa_kernel<T, 4, W><<<grid, W * 32, smem, st>>>(p);
+        launch(fa_kernel<T, 4, W>, dim3(grid), dim3(W * 32), smem, st, p);
     } else if (p.DV <= 256) {
-        fa_kernel<T, 8, W><<<grid, W * 32, smem, st>>>(p);
+        launch(fa_kernel<T, 8, W>, dim3(grid), dim3(W * 32), smem, st, p);
     } else {
-        fa_kernel<T, 16, W><<<grid, W * 32, smem, st>>>(p);
+        launch(fa_kernel<T, 16, W>, dim3(grid), dim3(W * 32), smem, st, p);
     }
 }
 
@@ -328,12 +334,12 @@ template <int T, int NV> void launch_split_nv(const FaArgs & p, const SplitOut &
     const dim3 grid(unsigned(p.nq * part.n_split), unsigned(p.nh), unsigned(p.nq3));
     const size_t smem = fa_smem<kSplitWarps>(p);
     if (vec) {
-        fa_split_kernel<T, NV, true><<<grid, kSplitWarps * 32, smem, st>>>(p, part);
+        launch(fa_split_kernel<T, NV, true>, dim3(grid), dim3(kSplitWarps * 32), smem, st, p, part);
     } else {
-        fa_split_kernel<T, NV, false><<<grid, kSplitWarps * 32, smem, st>>>(p, part);
+        launch(fa_split_kernel<T, NV, false>, dim3(grid), dim3(kSplitWarps * 32), smem, st, p, part);
     }
     SI_CUDA_LAUNCH_CHECK();
-    fa_combine<<<dim3(unsigned(p.nq), unsigned(p.nh), unsigned(p.nq3)), 128, 0, st>>>(p, part);
+    launch(fa_combine, dim3(unsigned(p.nq), unsigned(p.nh), unsigned(p.nq3)), dim3(128), 0, st, p, part);
 }
 
 template <int T> void launch_split(const FaArgs & p, const SplitOut & part, cudaStream_t st) {

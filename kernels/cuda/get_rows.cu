@@ -20,6 +20,8 @@ namespace {
 constexpr int kBlock = 256;
 
 __global__ void get_rows_kernel(Shape d, Shape a, Shape ix, char * dd, const char * ad, const char * id) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     const int64_t ne00 = a.ne[0], n_rows = ix.ne[0] * ix.ne[1] * ix.ne[2];
     for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
         const int64_t i10 = r % ix.ne[0], i11 = (r / ix.ne[0]) % ix.ne[1], i12 = r / (ix.ne[0] * ix.ne[1]);
@@ -51,7 +53,7 @@ bool get_rows(rt::Stream & stream, ggml_tensor * node) {
         return true;
     }
     const dim3 grid(grid_for(src->ne[0], kBlock) < 64 ? grid_for(src->ne[0], kBlock) : 64, grid_yz(n_rows));
-    get_rows_kernel<<<grid, kBlock, 0, stream_of(stream)>>>(shape_of(node), shape_of(src), shape_of(idx),
+    launch(get_rows_kernel, dim3(grid), dim3(kBlock), 0, stream_of(stream), shape_of(node), shape_of(src), shape_of(idx),
                                                            static_cast<char *>(node->data),
                                                            static_cast<const char *>(src->data),
                                                            static_cast<const char *>(idx->data));

@@ -53,6 +53,8 @@ __device__ __forceinline__ float gate(const GluArgs & p, float x, float g) {
 template <int OP>
 __global__ void glu_kernel(Shape d, Shape a, Shape b, char * dd, const char * ad, const char * bd, GluArgs p,
                            int64_t n) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     const int64_t ne0 = d.ne[0];
     if (OP >= 0) p.op = OP;
     for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
@@ -93,9 +95,9 @@ bool glu(rt::Stream & stream, ggml_tensor * node) {
     const unsigned grid = grid_for(n, kBlock);
     cudaStream_t st = stream_of(stream);
     if (p.op == GGML_GLU_OP_SWIGLU) {
-        glu_kernel<GGML_GLU_OP_SWIGLU><<<grid, kBlock, 0, st>>>(ds, as, bs, dd, ad, bd, p, n);
+        launch(glu_kernel<GGML_GLU_OP_SWIGLU>, dim3(grid), dim3(kBlock), 0, st, ds, as, bs, dd, ad, bd, p, n);
     } else {
-        glu_kernel<-1><<<grid, kBlock, 0, st>>>(ds, as, bs, dd, ad, bd, p, n);
+        launch(glu_kernel<-1>, dim3(grid), dim3(kBlock), 0, st, ds, as, bs, dd, ad, bd, p, n);
     }
     SI_CUDA_LAUNCH_CHECK();
     return true;

@@ -5,9 +5,11 @@
 // type and strides (staged to dense f32 columns when needed, mul_mat.cuh);
 // dst: F32, dim 0 dense.
 //
-// N <= 8 src1 columns: for the 32-element block formats the integer mat-vec
-// of mul_mat_vec_q8.cu, else the warp-per-row mat-vec of mul_mat_vec.cu. From
-// kBlasMinN columns: cuBLAS when present (mul_mat_blas.cu). Otherwise the
+// The kernel comes from the table of mm_plan.h (Note [product plan]): the
+// integer mat-vec (mul_mat_vec_q8.cu) or the integer tensor-core product
+// (mmq.cu) for block-quantized weights, the warp-per-row mat-vec
+// (mul_mat_vec.cu) for float weights and few columns, cuBLAS (mul_mat_blas.cu)
+// for float weights and many, and where cuBLAS is absent or refuses, the
 // tiled tensor-core product of mul_mat_tile.cuh (64 x 64 dst tiles, TF32
 // WMMA), one block per (row tile, column tile, matrix).
 //
@@ -17,10 +19,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "diag/check.h"
+#include "diag/config.h"
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/mmq.cuh"
 #include "kernels/cuda/mul_mat.cuh"
 #include "kernels/cuda/mul_mat_tile.cuh"
 
@@ -148,6 +153,93 @@ void release(Staged & s, cudaStream_t st) {
     }
 }
 
+QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, int group, cudaStream_t st) {
+    const int64_t K = b->ne[0], cols = ggml_nrows(b);
+    // q_bytes is a multiple of 256 (K % 256 == 0 on every integer path), so ds is 16-byte aligned.
+    const size_t q_bytes = size_t(K * cols), bytes = q_bytes + size_t(cols * (K / 32)) * sizeof(float2);
+    QuantizedY y;
+    void * mem = stream.scratch(bytes);
+    if (mem == nullptr) {
+        keep_pool_memory();
+        if (!scratch_alloc(&mem, bytes, st)) return y;
+        y.pooled = mem;
+    }
+    y.q = static_cast<int8_t *>(mem);
+    y.ds = reinterpret_cast<float2 *>(y.q + q_bytes);
+    if (group == 32) {
+        quantize_act(b, y.q, y.ds, st);
+    } else {
+        quantize_act_k(b, y.q, y.ds, st);
+    }
+    SI_CUDA_LAUNCH_CHECK();
+    y.ok = true;
+    return y;
+}
+
+void release(QuantizedY & y, cudaStream_t st) {
+    if (y.pooled != nullptr) {
+        SI_CUDA_CHECK(cudaFreeAsync(y.pooled, st));
+        y.pooled = nullptr;
+    }
+}
+
+namespace {
+
+// mmq copies chunks of rows with 16-byte cp.async (Q6_K: 4-byte).
+bool mmq_rows_aligned(const ggml_tensor * a) {
+    return aligned_to(a, a->type == GGML_TYPE_Q6_K ? 4 : 16) && a->ne[1] <= int64_t(INT32_MAX);
+}
+
+} // namespace
+
+bool mmq_takes(const ggml_tensor * a) {
+    plan::Problem p{};
+    p.type = a->type;
+    p.K = a->ne[0];
+    p.M = a->ne[1];
+    p.N = 1;
+    p.rows_aligned = mmq_rows_aligned(a);
+    return diag::config().mmq != diag::Config::Mmq::off && plan::mmq_can(p);
+}
+
+plan::Choice plan_for(const ggml_tensor * a, const ggml_tensor * b, const rt::cuda::CudaStream & stream) {
+    const diag::Config & cfg = diag::config();
+    plan::Problem p;
+    p.type = a->type;
+    p.K = a->ne[0];
+    p.M = a->ne[1];
+    p.N = b->ne[1];
+    p.matrices = b->ne[2] * b->ne[3];
+    p.rows_aligned = mmq_rows_aligned(a);
+    p.vec_int_ok = q8_applies(a, b);
+    p.blas_ok = cfg.cublas;
+    p.sms = stream.sm_count();
+    p.mmq_mode = cfg.mmq == diag::Config::Mmq::off ? 1 : cfg.mmq == diag::Config::Mmq::all ? 2 : 0;
+    return plan::choose(p);
+}
+
+bool mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan::Choice & c, const ggml_tensor * add) {
+    const ggml_tensor * a = node->src[0];
+    const ggml_tensor * b = node->src[1];
+    cudaStream_t st = stream.begin_launch();
+    QuantizedY y = quantize_y(stream, b, quant::act_group(a->type), st);
+    if (!y.ok) return false;
+    MmqArgs p;
+    fill_common(p, a, b, node);
+    p.q = y.q;
+    p.ds = y.ds;
+    if (add != nullptr) {
+        const ggml_tensor * other = add->src[0] == node ? add->src[1] : add->src[0];
+        p.add = RowAdd{static_cast<const char *>(other->data), static_cast<char *>(add->data), int64_t(other->nb[1]),
+                       int64_t(add->nb[1])};
+    }
+    const bool launched = mmq_launch(a->type, c, p, st);
+    SI_CUDA_LAUNCH_CHECK();
+    release(y, st);
+    SI_ASSERT_MSG(launched, "the product plan chose mmq for a type or shape it has no kernel for");
+    return true;
+}
+
 } // namespace mm
 
 bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
@@ -159,13 +251,18 @@ bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
     if (ggml_nelements(node) == 0) {
         return true;
     }
-    cudaStream_t st = stream_of(stream);
-    if (b->ne[1] >= mm::kBlasMinN &&
-        mm::launch_blas(a, b, node, st, static_cast<rt::cuda::CudaStream &>(stream).device())) {
-        return true;
-    }
-    if (mm::q8_applies(a, b)) {
-        return mm::mul_mat_q8_group(static_cast<rt::cuda::CudaStream &>(stream), &node, 1);
+    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+    const plan::Choice c = mm::plan_for(a, b, cs);
+    cudaStream_t st = cs.begin_launch();
+    switch (c.path) {
+        case plan::Path::vec_int: return mm::mul_mat_q8_group(cs, &node, 1);
+        case plan::Path::mmq:     return mm::mul_mat_mmq(cs, node, c);
+        case plan::Path::blas:
+            if (mm::launch_blas(a, b, node, st, cs.device())) return true;
+            break;  // cuBLAS refused (logged where it matters): the tiled kernel
+        case plan::Path::vec_float:
+        case plan::Path::tile:
+            break;
     }
     mm::Staged y = mm::stage_y(b, a->type, st);
     if (!y.ok) {
@@ -180,7 +277,7 @@ bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
     p.y_nb3 = y.nb3;
     p.a_vec = p.K % 8 == 0 && aligned_to(a, 16);
 
-    if (p.N <= 8) {
+    if (p.N <= plan::kVecMaxN) {
         mm::launch_vec(a->type, p, st);
     } else {
         mm::launch_tile(a->type, p, st);

@@ -18,6 +18,7 @@
 
 #include "ggml.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mm_plan.h"
 
 namespace standin::kernels::cuda::mm {
 
@@ -76,6 +77,24 @@ void   release(Staged & s, cudaStream_t st);
 
 // Keeps freed stream-ordered scratch in the device's pool across syncs.
 void keep_pool_memory();
+
+// src1 quantized for the integer kernels: per 32 values int8 codes and
+// {d, d * sum of the codes} (column c at q + c * K and ds + c * K / 32), from
+// groups of `group` values (32, or 256 for the K formats: act_round.cuh). In
+// the stream's scratch, or stream-ordered memory while a graph is recorded
+// (`pooled`, freed by release). ok false: no memory (logged).
+struct QuantizedY {
+    int8_t * q      = nullptr;
+    float2 * ds     = nullptr;
+    void *   pooled = nullptr;
+    bool     ok     = false;
+};
+QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, int group, cudaStream_t st);
+void       release(QuantizedY & y, cudaStream_t st);
+
+// The kernel table's choice (Note [product plan]) for weights a and src1 b on
+// the stream's device, with the configured knobs.
+plan::Choice plan_for(const ggml_tensor * a, const ggml_tensor * b, const rt::cuda::CudaStream & stream);
 
 // The fields Args and Q8Args share: weights a, dst d, the sizes, and the
 // broadcast ratios r2, r3 of src1 b over a.

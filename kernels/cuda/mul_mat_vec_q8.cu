@@ -26,9 +26,11 @@
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'type_a=q[458]_[01].*n=[1-8],')
 // and -o MUL_MAT_VEC_FUSION (grouped launches); the logits ctests
 // (model.logits.*.cuda); time with `perf`.
+#include "diag/check.h"
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/mmq.cuh"
 #include "kernels/cuda/mul_mat.cuh"
 
 namespace standin::kernels::cuda::mm {
@@ -206,7 +208,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
             }
         };
         int64_t chunk = live ? sub : n_chunks;
-        if (chunk < n_chunks) fetch(chunk);
+        if (chunk < n_chunks) fetch(chunk);  // weights: before the wait (Note [dependent launch])
+        pdl_wait();
+        pdl_trigger();
         for (; chunk < n_chunks; chunk += R) {
             const int64_t r0 = chunk * kURow;
             const int runs = n_runs - r0 < kURow ? int(n_runs - r0) : kURow;
@@ -275,7 +279,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
 template <int T, int NC, int R, int RW> void launch_q8_k(const Q8Group & g, cudaStream_t st) {
     constexpr int kGroups = kWarps / R;  // row groups per block
     const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
-    mmv_q8_kernel<T, NC, R, RW><<<grid, kWarps * 32, 0, st>>>(g);
+    launch(mmv_q8_kernel<T, NC, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
 // A warp per row group while there are enough groups to fill the GPU with
@@ -364,19 +368,11 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {
 
 bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add) {
     const ggml_tensor * b = nodes[0]->src[1];
-    const int64_t K = b->ne[0], cols = ggml_nrows(b);
-    const size_t q_bytes = size_t(K * cols), bytes = q_bytes + size_t(cols * (K / 32)) * sizeof(float2);
     cudaStream_t st = stream.begin_launch();
-    void * scratch = stream.scratch(bytes);
-    const bool pooled = scratch == nullptr;
-    if (pooled) {
-        keep_pool_memory();
-        if (!scratch_alloc(&scratch, bytes, st)) return false;
-    }
-    int8_t * q = static_cast<int8_t *>(scratch);
-    float2 * ds = reinterpret_cast<float2 *>(q + q_bytes);  // q_bytes is a multiple of 256
-    quantize_act(b, q, ds, st);
-    SI_CUDA_LAUNCH_CHECK();
+    QuantizedY y = quantize_y(stream, b, 32, st);
+    if (!y.ok) return false;
+    const int8_t * q = y.q;
+    const float2 * ds = y.ds;
     // Consecutive members of one weight type share a launch, kMaxGroup at most.
     for (int i = 0; i < n;) {
         Q8Group g{};
@@ -398,7 +394,7 @@ bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes
         launch_q8(t, g, st);
         SI_CUDA_LAUNCH_CHECK();
     }
-    if (pooled) SI_CUDA_CHECK(cudaFreeAsync(scratch, st));
+    release(y, st);
     return true;
 }
 
@@ -418,7 +414,7 @@ bool mul_mat_group(rt::Stream & stream, ggml_tensor * const * nodes, int n) {
 
 bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add) {
     if (mm->op != GGML_OP_MUL_MAT || add->op != GGML_OP_ADD || mm->type != GGML_TYPE_F32 ||
-        add->type != GGML_TYPE_F32 || !mm::q8_applies(mm->src[0], mm->src[1])) {
+        add->type != GGML_TYPE_F32 || !(mm::q8_applies(mm->src[0], mm->src[1]) || mm::mmq_takes(mm->src[0]))) {
         return false;
     }
     const bool first = add->src[0] == mm, second = add->src[1] == mm;
@@ -433,7 +429,11 @@ bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add) {
 }
 
 bool mul_mat_add(rt::Stream & stream, ggml_tensor * mm, const ggml_tensor * add) {
-    return mm::mul_mat_q8_group(static_cast<rt::cuda::CudaStream &>(stream), &mm, 1, add);
+    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+    const plan::Choice c = mm::plan_for(mm->src[0], mm->src[1], cs);
+    if (c.path == plan::Path::mmq) return mm::mul_mat_mmq(cs, mm, c, add);
+    SI_ASSERT_MSG(c.path == plan::Path::vec_int, "mul_mat_add_ok admitted a product with no fused-ADD kernel");
+    return mm::mul_mat_q8_group(cs, &mm, 1, add);
 }
 
 } // namespace standin::kernels::cuda

@@ -59,6 +59,8 @@ __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, i
 template <bool RMS>
 __global__ void norm_kernel(Shape d, Shape a, char * dd, const char * ad, float eps) {
     __shared__ double scratch[32];
+    pdl_wait();
+    pdl_trigger();
     const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t i1, i2, i3;
@@ -72,6 +74,8 @@ __global__ void norm_kernel(Shape d, Shape a, char * dd, const char * ad, float 
 __global__ void rms_norm_mul_kernel(Shape d, Shape a, char * dd, const char * ad, float eps, Shape w,
                                     const char * wd, Shape z, char * zd) {
     __shared__ double scratch[32];
+    pdl_wait();
+    pdl_trigger();
     const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t i1, i2, i3;
@@ -109,8 +113,8 @@ bool norm(rt::Stream & stream, ggml_tensor * node) {
     char * dd = static_cast<char *>(node->data);
     const char * ad = static_cast<const char *>(src->data);
     switch (node->op) {
-        case GGML_OP_RMS_NORM: norm_kernel<true><<<row_grid(rows), threads, 0, st>>>(d, a, dd, ad, eps); break;
-        case GGML_OP_NORM:     norm_kernel<false><<<row_grid(rows), threads, 0, st>>>(d, a, dd, ad, eps); break;
+        case GGML_OP_RMS_NORM: launch(norm_kernel<true>, dim3(row_grid(rows)), dim3(threads), 0, st, d, a, dd, ad, eps); break;
+        case GGML_OP_NORM:     launch(norm_kernel<false>, dim3(row_grid(rows)), dim3(threads), 0, st, d, a, dd, ad, eps); break;
         default:               return false;
     }
     SI_CUDA_LAUNCH_CHECK();
@@ -134,9 +138,9 @@ bool rms_norm_mul(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul) {
     if (rows == 0 || src->ne[0] == 0) {
         return true;
     }
-    rms_norm_mul_kernel<<<row_grid(rows), threads_for(src->ne[0]), 0, stream_of(stream)>>>(
-        shape_of(norm), shape_of(src), static_cast<char *>(norm->data), static_cast<const char *>(src->data), eps,
-        shape_of(w), static_cast<const char *>(w->data), shape_of(mul), static_cast<char *>(mul->data));
+    launch(rms_norm_mul_kernel, dim3(row_grid(rows)), dim3(threads_for(src->ne[0])), 0, stream_of(stream),
+           shape_of(norm), shape_of(src), static_cast<char *>(norm->data), static_cast<const char *>(src->data), eps,
+           shape_of(w), static_cast<const char *>(w->data), shape_of(mul), static_cast<char *>(mul->data));
     SI_CUDA_LAUNCH_CHECK();
     return true;
 }

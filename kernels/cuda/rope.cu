@@ -62,6 +62,8 @@ __device__ void fill_cache(const RopeArgs & ra, const int32_t * pos, int64_t i2,
 
 __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const int32_t * pos, const float * ff,
                             RopeArgs ra) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     extern __shared__ float cache[];
     const num::RopeParams & rp = ra.rp;
     const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2], ne3 = a.ne[3];
@@ -131,8 +133,7 @@ bool rope(rt::Stream & stream, ggml_tensor * node) {
     const dim3 grid(unsigned(src->ne[2] < 65535 * 16 ? src->ne[2] : 65535 * 16), grid_yz(src->ne[3]),
                     unsigned(groups < 65535 ? groups : 65535));
     const size_t smem = size_t(ra.rp.n_dims) * sizeof(float);
-    rope_kernel<<<grid, kBlock, smem, stream_of(stream)>>>(
-        shape_of(node), shape_of(src), static_cast<char *>(node->data), static_cast<const char *>(src->data),
+    launch(rope_kernel, dim3(grid), dim3(kBlock), smem, stream_of(stream), shape_of(node), shape_of(src), static_cast<char *>(node->data), static_cast<const char *>(src->data),
         static_cast<const int32_t *>(node->src[1]->data),
         node->src[2] != nullptr ? static_cast<const float *>(node->src[2]->data) : nullptr, ra);
     SI_CUDA_LAUNCH_CHECK();

@@ -28,6 +28,8 @@ __device__ __forceinline__ int64_t dest_row(const Shape & ix, const char * id, i
 // Units per row: elements (float dst) or blocks of 32 (QK > 1).
 template <int QK>
 __global__ void set_rows_kernel(Shape d, Shape s, Shape ix, char * dd, const char * sd, const char * id) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     const int64_t n_rows = s.ne[1] * s.ne[2] * s.ne[3], units = s.ne[0] / QK;
     for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
         int64_t i01, i02, i03;
@@ -79,9 +81,9 @@ bool set_rows(rt::Stream & stream, ggml_tensor * node) {
     const char * id = static_cast<const char *>(idx->data);
     cudaStream_t st = stream_of(stream);
     if (block) {
-        set_rows_kernel<quant::kQK><<<grid, kBlock, 0, st>>>(d, s, ix, dd, sd, id);
+        launch(set_rows_kernel<quant::kQK>, dim3(grid), dim3(kBlock), 0, st, d, s, ix, dd, sd, id);
     } else {
-        set_rows_kernel<1><<<grid, kBlock, 0, st>>>(d, s, ix, dd, sd, id);
+        launch(set_rows_kernel<1>, dim3(grid), dim3(kBlock), 0, st, d, s, ix, dd, sd, id);
     }
     SI_CUDA_LAUNCH_CHECK();
     return true;

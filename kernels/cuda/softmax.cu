@@ -28,6 +28,8 @@ struct SoftmaxArgs {
 
 __global__ void softmax_kernel(Shape d, Shape a, Shape m, char * dd, const char * ad, const char * md,
                                const float * sink, SoftmaxArgs sa) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     __shared__ float  fscratch[32];
     __shared__ double dscratch[32];
     const int64_t n = a.ne[0], rows = a.ne[1] * a.ne[2] * a.ne[3];
@@ -86,8 +88,7 @@ bool softmax(rt::Stream & stream, ggml_tensor * node) {
     }
     const int threads = src->ne[0] >= 1024 ? 256 : (src->ne[0] >= 128 ? 128 : 32);
     const Shape ms = mask != nullptr ? shape_of(mask) : Shape{};
-    softmax_kernel<<<row_grid(rows), threads, 0, stream_of(stream)>>>(
-        shape_of(node), shape_of(src), ms, static_cast<char *>(node->data), static_cast<const char *>(src->data),
+    launch(softmax_kernel, dim3(row_grid(rows)), dim3(threads), 0, stream_of(stream), shape_of(node), shape_of(src), ms, static_cast<char *>(node->data), static_cast<const char *>(src->data),
         mask != nullptr ? static_cast<const char *>(mask->data) : nullptr,
         sink != nullptr ? static_cast<const float *>(sink->data) : nullptr, sa);
     SI_CUDA_LAUNCH_CHECK();

@@ -55,6 +55,8 @@ __device__ __forceinline__ float apply(int op, float x, const XieluParams & xp) 
 
 template <int OP>
 __global__ void unary_kernel(Shape d, Shape a, char * dd, const char * ad, int op, XieluParams xp, int64_t n) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
     for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
         const float x = load_f(a.type, ad + offset_of(a, k));
         // OP >= 0: the sub-op fixed at compile time (the common activations).
@@ -84,13 +86,13 @@ bool unary(rt::Stream & stream, ggml_tensor * node) {
     cudaStream_t st = stream_of(stream);
     switch (op) {
         case GGML_UNARY_OP_SILU:
-            unary_kernel<GGML_UNARY_OP_SILU><<<grid, kBlock, 0, st>>>(d, a, dd, ad, op, xp, n);
+            launch(unary_kernel<GGML_UNARY_OP_SILU>, dim3(grid), dim3(kBlock), 0, st, d, a, dd, ad, op, xp, n);
             break;
         case GGML_UNARY_OP_GELU:
-            unary_kernel<GGML_UNARY_OP_GELU><<<grid, kBlock, 0, st>>>(d, a, dd, ad, op, xp, n);
+            launch(unary_kernel<GGML_UNARY_OP_GELU>, dim3(grid), dim3(kBlock), 0, st, d, a, dd, ad, op, xp, n);
             break;
         default:
-            unary_kernel<-1><<<grid, kBlock, 0, st>>>(d, a, dd, ad, op, xp, n);
+            launch(unary_kernel<-1>, dim3(grid), dim3(kBlock), 0, st, d, a, dd, ad, op, xp, n);
             break;
     }
     SI_CUDA_LAUNCH_CHECK();

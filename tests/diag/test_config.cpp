@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "diag/config.h"
@@ -96,4 +97,38 @@ TEST(Config, PerturbFaultNamesOneOp) {
     Config bare = parse({{"GGML_STANDIN_FAULT", "perturb:"}});
     EXPECT_EQ(bare.warnings.size(), 1u);
     EXPECT_FALSE(bare.perturbs(""));
+}
+
+// Note [config table]: the names parse_config asks the environment for are
+// exactly the listed names (but the tools' GGML_STANDIN_SWARM_*, which only
+// the tools read), so no variable is read without being known, or known
+// without being read; GGML_STANDIN_FUSION is one of them.
+TEST(Config, ListedNamesAreTheParsedNames) {
+    std::set<std::string> asked;
+    parse_config([&](const char * name) -> const char * {
+        asked.insert(name);
+        return nullptr;
+    });
+    std::set<std::string> listed;
+    for (const char * n : standin::diag::config_var_names()) {
+        if (std::string(n).rfind("GGML_STANDIN_SWARM_", 0) != 0) listed.insert(n);
+    }
+    EXPECT_EQ(asked, listed);
+    EXPECT_EQ(listed.count("GGML_STANDIN_FUSION"), 1u);
+    EXPECT_EQ(listed.count("GGML_STANDIN_MMQ"), 1u);
+}
+
+TEST(Config, MmqAndPdl) {
+    Config d = parse({});
+    EXPECT_EQ(d.mmq, Config::Mmq::auto_);
+    EXPECT_TRUE(d.pdl);
+    Config c = parse({{"GGML_STANDIN_MMQ", "all"}, {"GGML_STANDIN_PDL", "0"}});
+    EXPECT_EQ(c.mmq, Config::Mmq::all);
+    EXPECT_FALSE(c.pdl);
+    EXPECT_NE(c.summary().find("mmq=all"), std::string::npos);
+    EXPECT_NE(c.summary().find("pdl=off"), std::string::npos);
+    Config bad = parse({{"GGML_STANDIN_MMQ", "sometimes"}});
+    EXPECT_EQ(bad.mmq, Config::Mmq::auto_);
+    ASSERT_EQ(bad.warnings.size(), 1u);
+    EXPECT_NE(bad.warnings[0].find("auto|off|all"), std::string::npos);
 }

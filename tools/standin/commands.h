@@ -36,6 +36,20 @@ struct GraphOptions {
 };
 int cmd_graph(const GraphOptions & opt);
 
+// `matmul`: one MUL_MAT shape at several column counts on several devices,
+// timed side by side and checked against the first (cmd_matmul.cpp).
+struct MatmulOptions {
+    std::string plugin;
+    std::string devices = "STANDIN_HOST0";  // NAME,NAME,...: the first is the reference
+    std::string type    = "q4_0";           // weight type as ggml names it
+    int64_t     m = 4096, k = 14336;
+    std::string n       = "1,2,4,8,16,32,64,128,512";
+    int         rotate  = 4;                // independent products per graph (weights past the L2 cache)
+    int         reps    = 20;
+    double      max_nmse = 5e-4;            // exit 1 when the last device is further from the first
+};
+int cmd_matmul(const MatmulOptions & opt);
+
 struct MakeModelOptions {
     std::string        shape = "tiny";  // tiny | 1b | 8b
     std::string        type  = "f32";   // f32 | f16 | q8_0 | q4_0

@@ -30,6 +30,20 @@ int main(int argc, char ** argv) {
     graph->add_option("--threads", g_opt.threads, "Threads for both devices (0 = their default)");
     graph->add_flag("--json", g_opt.json, "Print JSON");
 
+    MatmulOptions mt_opt;
+    auto * matmul = app.add_subcommand("matmul", "Time one MUL_MAT shape at several column counts on devices side by side");
+    matmul->add_option("--plugin", mt_opt.plugin, "Path to libggml-standin.so");
+    matmul->add_option("--devices", mt_opt.devices, "NAME,NAME,...; the first is the reference")->capture_default_str();
+    matmul->add_option("--type", mt_opt.type, "Weight type (q4_0, q8_0, q4_K, f16, ...)")->capture_default_str();
+    matmul->add_option("--m", mt_opt.m, "Weight rows")->capture_default_str()->check(CLI::PositiveNumber);
+    matmul->add_option("--k", mt_opt.k, "Weight row length")->capture_default_str()->check(CLI::PositiveNumber);
+    matmul->add_option("--n", mt_opt.n, "src1 columns, N,N,...")->capture_default_str();
+    matmul->add_option("--rotate", mt_opt.rotate, "Independent products per graph")->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    matmul->add_option("--reps", mt_opt.reps, "Timed runs (median)")->capture_default_str()->check(CLI::Range(1, 100000));
+    matmul->add_option("--max-nmse", mt_opt.max_nmse, "Exit 1 when the last device is further than this from the first")
+        ->capture_default_str();
+
     MakeModelOptions mm_opt;
     auto * make_model = app.add_subcommand("make-model", "Write a llama GGUF with random weights that llama.cpp can run");
     make_model->add_option("--shape", mm_opt.shape, "tiny, 1b (llama-3.2-1B) or 8b (llama-3-8B)")
@@ -101,6 +115,10 @@ int main(int argc, char ** argv) {
     if (*devices) return cmd_devices(dev_opt);
     if (*graph) return cmd_graph(g_opt);
     if (*make_model) return cmd_make_model(mm_opt);
+    if (*matmul) {
+        if (mt_opt.plugin.empty()) mt_opt.plugin = default_plugin_path();
+        return cmd_matmul(mt_opt);
+    }
     if (*logits) return cmd_logits(lg_opt);
     if (*ab) {
         if (ab_opt.plugin.empty()) ab_opt.plugin = default_plugin_path();

@@ -1,0 +1,124 @@
+// Note [product plan]
+// The one table that picks the CUDA kernel of a MUL_MAT for a weight type and
+// a number of src1 columns (mul_mat.cu asks it, and nothing else decides):
+//
+//   weights            columns       kernel
+//   Q4_0..Q8_0         1..8          integer mat-vec (mul_mat_vec_q8.cu), one
+//                                    weight read per row for all columns
+//   Q4_0..Q6_K         9..           integer tensor-core product (mmq.cu),
+//                                    8..64 columns per tile
+//   Q4_K, Q5_K, Q6_K   1..8          mmq.cu as well (one tile of 8 columns)
+//   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
+//                      9..           cuBLAS, else the tiled TF32 kernel
+//
+// Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8), weight rows per block
+// 64 * mw (mw = 1, 2). When the tiles alone would not fill the GPU twice over,
+// K is split across a thread-block cluster of `splits` blocks that meet in
+// distributed shared memory (no second pass, fixed order: deterministic).
+//
+// Plain C++ (no CUDA headers): tests/kernels/test_mm_plan.cpp checks, without a
+// GPU, that every weight type MUL_MAT claims gets a kernel made for its column
+// count at every count from 1 to 4096.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ggml.h"
+
+namespace standin::kernels::cuda::plan {
+
+enum class Path { vec_int, vec_float, mmq, blas, tile };
+
+inline const char * path_name(Path p) {
+    switch (p) {
+        case Path::vec_int:   return "vec_int";
+        case Path::vec_float: return "vec_float";
+        case Path::mmq:       return "mmq";
+        case Path::blas:      return "blas";
+        case Path::tile:      return "tile";
+    }
+    return "?";
+}
+
+struct Problem {
+    ggml_type type;           // weights
+    int64_t   K, M, N;        // N: src1 columns per matrix
+    int64_t   matrices;       // ne12 * ne13
+    bool      rows_aligned;   // weight rows and base 16-byte aligned
+    bool      vec_int_ok;     // the integer mat-vec takes it (mm::q8_applies)
+    bool      blas_ok;        // cuBLAS is loaded and enabled
+    int       sms;            // multiprocessors of the device
+    int       mmq_mode;       // 0: table, 1: never mmq, 2: mmq wherever it can run
+};
+
+struct Choice {
+    Path path  = Path::tile;
+    int  nt    = 0;  // mmq: n-tiles of 8 columns per tile
+    int  mw    = 0;  // mmq: 16-row m-tiles per warp (block rows 64 * mw)
+    int  split = 1;  // mmq: blocks of a cluster sharing K
+};
+
+constexpr int kVecMaxN = 8;
+
+// Elements per mmq pipeline step (K must be a multiple) and whether mmq has a
+// format for the type: the single list of mmq's weight types.
+inline int mmq_chunk(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
+            return 256;
+        case GGML_TYPE_Q6_K:
+            return 512;
+        default:
+            return 0;
+    }
+}
+
+inline bool is_float(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
+
+inline bool mmq_can(const Problem & p) {
+    const int chunk = mmq_chunk(p.type);
+    return chunk > 0 && p.K % chunk == 0 && p.rows_aligned && p.M > 0 && p.N > 0;
+}
+
+// Tile shape and K split for mmq.
+inline Choice mmq_choice(const Problem & p) {
+    Choice c;
+    c.path = Path::mmq;
+    const int64_t n8 = (p.N + 7) / 8;
+    c.nt = n8 <= 1 ? 1 : n8 <= 2 ? 2 : n8 <= 4 ? 4 : 8;
+    // Wide tiles are compute-bound: 128 rows halve the activation traffic per
+    // weight; narrow ones are bound by weight bytes and want more blocks.
+    c.mw = c.nt == 8 && p.M >= 128 * int64_t(p.sms) / 4 ? 2 : 1;
+    const int64_t rows = 64 * c.mw;
+    const int64_t blocks = (p.M + rows - 1) / rows * ((p.N + 8 * c.nt - 1) / (8 * c.nt)) * p.matrices;
+    const int64_t want = 2 * int64_t(p.sms);
+    if (blocks < want) {
+        const int64_t chunks = p.K / mmq_chunk(p.type);
+        c.split = int(std::min<int64_t>({8, (want + blocks - 1) / blocks, chunks}));
+    }
+    return c;
+}
+
+inline Choice choose(const Problem & p) {
+    Choice c;
+    if (is_float(p.type)) {
+        c.path = p.N <= kVecMaxN ? Path::vec_float : p.blas_ok ? Path::blas : Path::tile;
+        return c;
+    }
+    const bool mmq = mmq_can(p) && p.mmq_mode != 1;
+    if (p.N <= kVecMaxN && p.vec_int_ok && p.mmq_mode != 2) {
+        c.path = Path::vec_int;
+        return c;
+    }
+    if (mmq) {
+        return mmq_choice(p);
+    }
+    // Types or shapes mmq has no kernel for: the decoding mat-vec for few
+    // columns, cuBLAS (decoded to F16) or the tiled kernel beyond.
+    c.path = p.N <= kVecMaxN ? Path::vec_float : p.blas_ok ? Path::blas : Path::tile;
+    return c;
+}
+
+} // namespace standin::kernels::cuda::plan

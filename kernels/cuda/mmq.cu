@@ -1,0 +1,346 @@
+// MUL_MAT with block-quantized weights on the int8 tensor cores, for any
+// number of src1 columns (Note [product plan] in mm_plan.h says when):
+//   dst[m, n] = sum_k w[k, m] * x[k, n],  w = s * q + mn per sub-block,
+//   x quantized to int8 per 32 values first (quantize_act / quantize_act_k),
+// the integer sums of every 32-element sub-block by mma.m16n8k32.s8 (Q6_K:
+// two m16n8k16, one per 16-element scale), then, in float,
+//   acc += s * da * sum(q * qa) + mn * da * sum(qa)     (mmq_formats.cuh).
+//
+// Block tile: 64 * mw weight rows by 8 * nt columns; 4 warps, each 16 * mw
+// rows by all the tile's columns. K advances one chunk at a time (256
+// elements; Q6_K 512) through a cp.async pipeline of kStages stages holding
+// the chunk's raw weight bytes, as stored (no repacking: any ggml buffer
+// works), and its activation codes and scales. A lane builds its A fragments
+// straight from the raw bytes (mmq_formats.cuh) and reads B fragments from
+// the staged codes; row strides are padded so the 8 rows of a fragment fall
+// in distinct bank groups.
+//
+// Split K: when the tiles alone would leave the GPU idle, a cluster of
+// `split` blocks shares one tile, each taking a contiguous range of chunks;
+// they meet in distributed shared memory and each block sums a slice of rows
+// over all of them, in rank order (deterministic), and writes it.
+//
+// Epilogue: dst, and for a fused residual ADD (RowAdd) also dst + src.
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (every type, n up to
+// 512), the fusion cases, the logits ctests; time with `perf -o MUL_MAT`.
+#include <cooperative_groups.h>
+
+#include <atomic>
+
+#include "kernels/cuda/act_round.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mmq.cuh"
+#include "kernels/cuda/mmq_formats.cuh"
+
+namespace standin::kernels::cuda::mm {
+
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace mmq;
+
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+
+__device__ __forceinline__ uint32_t smem_addr(const void * p) {
+    return uint32_t(__cvta_generic_to_shared(p));
+}
+
+// cp.async of 16 (L2 only) or 4 bytes; `valid` false writes zeros instead.
+template <int kPiece> __device__ __forceinline__ void cp_async(void * dst, const void * src, bool valid) {
+    if constexpr (kPiece == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 16 : 0)
+                     : "memory");
+    } else if constexpr (kPiece == 8) {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 8 : 0)
+                     : "memory");
+    } else {
+        static_assert(kPiece == 4, "cp.async copies 4, 8 or 16 bytes");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 4 : 0)
+                     : "memory");
+    }
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+}
+
+// Shared-memory layout of one configuration.
+template <int T, int NT, int MW, int kStages> struct Tile {
+    static constexpr int BM = kWarps * 16 * MW, BN = 8 * NT;
+    static constexpr int kCE = chunk_elems<T>(), kCB = chunk_bytes<T>(), kSubs = kCE / 32;
+    static constexpr int kPiece = kCB % 16 == 0 ? 16 : 4;  // Q6_K chunks are whole words only
+    static constexpr int kWStride = padded_stride(kCB);
+    static constexpr int kQStride = padded_stride(kCE);
+    // ds is stored by sub-block, then column: one 16-byte load gives a lane
+    // the scales of its two columns, 4 lanes of a quad read 4 distinct words.
+    static constexpr int kStageW = BM * kWStride, kStageQ = BN * kQStride, kStageDs = BN * kSubs * 8;
+    static constexpr int kStage = kStageW + kStageQ + kStageDs;
+    static constexpr int kPipe = kStages * kStage, kReduce = BM * BN * 4;
+    static constexpr int kSmem = kPipe > kReduce ? kPipe : kReduce;
+    static_assert(kCB % kPiece == 0 && kStageW % 16 == 0 && kStageQ % 16 == 0, "16-byte aligned stage parts");
+};
+
+// One tile: weight rows [m0, m0 + BM) of matrix (i12, i13), columns
+// [n0, n0 + BN), chunks [c0, c1).
+template <int T, int NT, int MW, int kStages>
+__global__ void __launch_bounds__(kThreads) mmq_kernel(const __grid_constant__ MmqArgs p) {
+    using F = Fmt<T>;
+    using L = Tile<T, NT, MW, kStages>;
+    extern __shared__ __align__(16) uint8_t smem[];
+
+    const int tid = int(threadIdx.x), lane = tid & 31, warp = tid / 32;
+    const int g = lane >> 2, t = lane & 3;
+    const int split = int(p.split);
+    const int64_t n_ct = (p.N + L::BN - 1) / L::BN;
+    const int64_t bx = blockIdx.x;
+    const int rank = int(bx % split);
+    const int64_t ct = (bx / split) % n_ct, rt = bx / split / n_ct;
+    const int64_t m0 = rt * L::BM, n0 = ct * L::BN;
+    const int64_t n_chunks = p.K / L::kCE;
+    const int64_t c0 = n_chunks * rank / split, c1 = n_chunks * (rank + 1) / split;
+
+    for (int64_t z = blockIdx.z; z < p.ne12 * p.ne13; z += gridDim.z) {
+        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
+        const uint8_t * wbase =
+            reinterpret_cast<const uint8_t *>(p.a + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3);
+        const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
+
+        // Each thread copies the same pieces of every chunk: weight row
+        // tid / kTpr (rows past M re-read row M - 1, never stored), pieces
+        // tid % kTpr, + kTpr, ...; activation column tid / 16 + 8j, piece
+        // tid % 16, and the scales (s, column) of index tid + 128j.
+        constexpr int kTpr = kThreads / L::BM > 0 ? kThreads / L::BM : 1;
+        constexpr int kWPieces = L::kCB / L::kPiece;
+        const int w_row = tid / kTpr;
+        const uint8_t * w_src = wbase + (m0 + w_row < p.M ? m0 + w_row : p.M - 1) * p.a_nb1;
+        // Weights (never written by a kernel) may be fetched before the
+        // previous kernel is done; activations only after (Note [dependent launch]).
+        auto load_w = [&](int64_t c, int stage) {
+            if (w_row < L::BM) {
+                const uint8_t * src = w_src + c * L::kCB;
+                uint8_t * dst = smem + stage * L::kStage + w_row * L::kWStride;
+                for (int piece = tid % kTpr; piece < kWPieces; piece += kTpr) {
+                    cp_async<L::kPiece>(dst + piece * L::kPiece, src + piece * L::kPiece, true);
+                }
+            }
+        };
+        auto load_a = [&](int64_t c, int stage) {
+            uint8_t * Q = smem + stage * L::kStage + L::kStageW;
+            uint8_t * D = Q + L::kStageQ;
+            constexpr int kQPieces = L::kCE / 16;
+            static_assert(kThreads % kQPieces == 0, "whole columns per pass");
+#pragma unroll
+            for (int col = tid / kQPieces; col < L::BN; col += kThreads / kQPieces) {
+                const int piece = tid % kQPieces;
+                const bool in = n0 + col < p.N;
+                const int8_t * src = p.q + (col0 + (in ? n0 + col : 0)) * p.K + c * L::kCE + piece * 16;
+                cp_async<16>(Q + col * L::kQStride + piece * 16, src, in);
+            }
+#pragma unroll
+            for (int i = tid; i < L::BN * L::kSubs; i += kThreads) {
+                const int sb = i / L::BN, col = i % L::BN;
+                const bool in = n0 + col < p.N;
+                const float2 * src = p.ds + (col0 + (in ? n0 + col : 0)) * (p.K / 32) + c * L::kSubs + sb;
+                cp_async<8>(D + (sb * L::BN + col) * 8, src, in);
+            }
+        };
+
+        float acc[MW][NT][4];
+#pragma unroll
+        for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+
+        // The first group holds the prologue's weights and the first
+        // activations; each later group one stage's activations (and weights
+        // from the main loop on).
+#pragma unroll
+        for (int s = 0; s < kStages - 1; ++s) {
+            if (c0 + s < c1) load_w(c0 + s, s);
+        }
+        pdl_wait();
+#pragma unroll
+        for (int s = 0; s < kStages - 1; ++s) {
+            if (c0 + s < c1) load_a(c0 + s, s);
+            cp_commit();
+        }
+        pdl_trigger();
+        for (int64_t c = c0; c < c1; ++c) {
+            cp_wait<kStages - 2>();
+            __syncthreads();  // the stage is in, and every warp is done with the one refilled next
+            const int stage = int((c - c0) % kStages);
+            if (c + kStages - 1 < c1) {
+                const int next = int((c - c0 + kStages - 1) % kStages);
+                load_w(c + kStages - 1, next);
+                load_a(c + kStages - 1, next);
+            }
+            cp_commit();
+
+            const uint8_t * W = smem + stage * L::kStage;
+            const uint8_t * Q = W + L::kStageW;
+            const float4 * D = reinterpret_cast<const float4 *>(Q + L::kStageQ);
+#pragma unroll 1
+            for (int s = 0; s < L::kSubs; ++s) {
+                uint32_t a[MW][4];
+                float sc[MW][2], mn[MW][2];
+#pragma unroll
+                for (int mt = 0; mt < MW; ++mt) {
+                    const uint8_t * r0 = W + (warp * 16 * MW + mt * 16 + g) * L::kWStride;
+                    const uint8_t * r8 = r0 + 8 * L::kWStride;
+                    F::codes(r0, s, t, a[mt][0], a[mt][2]);
+                    F::codes(r8, s, t, a[mt][1], a[mt][3]);
+                    F::scale(r0, s, sc[mt][0], mn[mt][0]);
+                    F::scale(r8, s, sc[mt][1], mn[mt][1]);
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    const uint8_t * qc = Q + (nt * 8 + g) * L::kQStride + 32 * s;
+                    const uint32_t b0 = *reinterpret_cast<const uint32_t *>(qc + 4 * t);
+                    const uint32_t b1 = *reinterpret_cast<const uint32_t *>(qc + 16 + 4 * t);
+                    // {da, da * sum} of columns 2t and 2t + 1 of the n-tile.
+                    const float4 ds = D[(s * L::BN + nt * 8 + 2 * t) / 2];
+#pragma unroll
+                    for (int mt = 0; mt < MW; ++mt) {
+                        float * o = acc[mt][nt];
+                        if constexpr (F::kSplit16) {
+                            int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+                            mma_k16(lo, a[mt][0], a[mt][1], b0);
+                            mma_k16(hi, a[mt][2], a[mt][3], b1);
+                            // sc: scale of elements 0..15, mn: of 16..31 (Fmt<Q6_K>)
+                            o[0] = fmaf(ds.x, fmaf(sc[mt][0], float(lo[0]), mn[mt][0] * float(hi[0])), o[0]);
+                            o[1] = fmaf(ds.z, fmaf(sc[mt][0], float(lo[1]), mn[mt][0] * float(hi[1])), o[1]);
+                            o[2] = fmaf(ds.x, fmaf(sc[mt][1], float(lo[2]), mn[mt][1] * float(hi[2])), o[2]);
+                            o[3] = fmaf(ds.z, fmaf(sc[mt][1], float(lo[3]), mn[mt][1] * float(hi[3])), o[3]);
+                        } else {
+                            int ci[4] = {0, 0, 0, 0};
+                            mma_k32(ci, a[mt], b0, b1);
+                            o[0] = fmaf(sc[mt][0] * ds.x, float(ci[0]), o[0]);
+                            o[1] = fmaf(sc[mt][0] * ds.z, float(ci[1]), o[1]);
+                            o[2] = fmaf(sc[mt][1] * ds.x, float(ci[2]), o[2]);
+                            o[3] = fmaf(sc[mt][1] * ds.z, float(ci[3]), o[3]);
+                            if constexpr (F::kMin) {
+                                o[0] = fmaf(mn[mt][0], ds.y, o[0]);
+                                o[1] = fmaf(mn[mt][0], ds.w, o[1]);
+                                o[2] = fmaf(mn[mt][1], ds.y, o[2]);
+                                o[3] = fmaf(mn[mt][1], ds.w, o[3]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        cp_wait<0>();
+        __syncthreads();  // the pipeline's shared memory is free from here on
+
+        char * dst = p.d + i12 * p.d_nb2 + i13 * p.d_nb3;
+        auto put = [&](int64_t m, int64_t n, float v) {
+            *reinterpret_cast<float *>(dst + n * p.d_nb1 + m * 4) = v;
+            if (p.add.dst != nullptr) {
+                const float x = *reinterpret_cast<const float *>(p.add.src + n * p.add.src_nb1 + m * 4);
+                *reinterpret_cast<float *>(p.add.dst + n * p.add.dst_nb1 + m * 4) = v + x;
+            }
+        };
+        if (split == 1) {
+#pragma unroll
+            for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int64_t m = m0 + warp * 16 * MW + mt * 16 + g + 8 * (i / 2);
+                        const int64_t n = n0 + nt * 8 + 2 * t + (i % 2);
+                        if (m < p.M && n < p.N) put(m, n, acc[mt][nt][i]);
+                    }
+        } else {
+            // The block's partial tile, column-major, for the cluster.
+            float * red = reinterpret_cast<float *>(smem);
+#pragma unroll
+            for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int r = warp * 16 * MW + mt * 16 + g + 8 * (i / 2), col = nt * 8 + 2 * t + (i % 2);
+                        red[col * L::BM + r] = acc[mt][nt][i];
+                    }
+            cg::cluster_group cluster = cg::this_cluster();
+            cluster.sync();
+            const int rows = (L::BM + split - 1) / split, r_begin = rank * rows;
+            const int r_end = r_begin + rows < L::BM ? r_begin + rows : L::BM;
+            for (int i = tid; i < (r_end - r_begin) * L::BN; i += kThreads) {
+                const int r = r_begin + i % (r_end - r_begin), col = i / (r_end - r_begin);
+                float v = 0.0f;
+                for (int q = 0; q < split; ++q) v += cluster.map_shared_rank(red, q)[col * L::BM + r];
+                if (m0 + r < p.M && n0 + col < p.N) put(m0 + r, n0 + col, v);
+            }
+            cluster.sync();  // no block leaves while another still reads its tile
+        }
+        __syncthreads();
+    }
+}
+
+template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
+    constexpr int kStages = NT == 8 ? 2 : 3;
+    using L = Tile<T, NT, MW, kStages>;
+    auto kernel = mmq_kernel<T, NT, MW, kStages>;
+    static std::atomic<uint64_t> configured{0};
+    once_per_device(configured, [&](int) {
+        SI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
+    });
+    MmqArgs q = p;
+    q.split = split;
+    const int64_t tiles = (p.M + L::BM - 1) / L::BM * ((p.N + L::BN - 1) / L::BN);
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = unsigned(split);
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    launch_ex(kernel, dim3(unsigned(tiles * split), 1, grid_yz(p.ne12 * p.ne13)), dim3(kThreads), L::kSmem, st,
+              &cluster, split > 1 ? 1 : 0, q);
+    return true;
+}
+
+template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
+    switch (c.nt * 10 + c.mw) {
+        case 11: return launch_t<T, 1, 1>(p, c.split, st);
+        case 21: return launch_t<T, 2, 1>(p, c.split, st);
+        case 41: return launch_t<T, 4, 1>(p, c.split, st);
+        case 81: return launch_t<T, 8, 1>(p, c.split, st);
+        case 82: return launch_t<T, 8, 2>(p, c.split, st);
+        default: return false;
+    }
+}
+
+} // namespace
+
+bool mmq_launch(ggml_type t, const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
+    switch (t) {
+        case GGML_TYPE_Q4_0: return launch_shape<GGML_TYPE_Q4_0>(c, p, st);
+        case GGML_TYPE_Q4_1: return launch_shape<GGML_TYPE_Q4_1>(c, p, st);
+        case GGML_TYPE_Q5_0: return launch_shape<GGML_TYPE_Q5_0>(c, p, st);
+        case GGML_TYPE_Q5_1: return launch_shape<GGML_TYPE_Q5_1>(c, p, st);
+        case GGML_TYPE_Q8_0: return launch_shape<GGML_TYPE_Q8_0>(c, p, st);
+        case GGML_TYPE_Q4_K: return launch_shape<GGML_TYPE_Q4_K>(c, p, st);
+        case GGML_TYPE_Q5_K: return launch_shape<GGML_TYPE_Q5_K>(c, p, st);
+        case GGML_TYPE_Q6_K: return launch_shape<GGML_TYPE_Q6_K>(c, p, st);
+        default:             return false;
+    }
+}
+
+} // namespace standin::kernels::cuda::mm

@@ -1,0 +1,43 @@
+// Interface of the integer tensor-core product (mmq.cu; Note [product plan]
+// in mm_plan.h says when it runs).
+#pragma once
+
+#include <cstdint>
+
+#include "ggml.h"
+#include "kernels/cuda/mm_plan.h"
+#include "kernels/cuda/mul_mat.cuh"
+
+namespace standin::kernels::cuda::mm {
+
+// Weights a (rows of K elements in blocks; row stride a_nb1), src1 quantized
+// to int8 codes q and per-32 scales ds = {da, da * sum of the codes} (column
+// c, linear over N, ne12, ne13, at q + c * K and ds + c * K / 32), dst d.
+struct MmqArgs {
+    const char *   a;
+    int64_t        a_nb1, a_nb2, a_nb3;
+    const int8_t * q;
+    const float2 * ds;
+    char *         d;
+    int64_t        d_nb1, d_nb2, d_nb3;
+    int64_t        K, M, N, ne12, ne13, r2, r3;
+    RowAdd         add;        // a fused ADD (one matrix only); add.dst null: none
+    int64_t        split = 1;  // set by the launcher
+};
+
+// Whether mmq can take products with these weights at all (its formats, K a
+// multiple of its chunk, aligned rows) and the configuration allows it.
+bool mmq_takes(const ggml_tensor * a);
+
+// Launches one product in the shape `c` (path mmq). false: no kernel for the
+// type or shape (the plan never asks for one).
+bool mmq_launch(ggml_type t, const plan::Choice & c, const MmqArgs & p, cudaStream_t st);
+
+// The whole MUL_MAT (and its fused ADD, when `add` is given): src1 quantized
+// into the stream's scratch (32-groups, or 256-groups for the K formats, as
+// ggml-cpu rounds them), then the product. false only when no scratch memory
+// could be had (logged).
+bool mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan::Choice & c,
+                 const ggml_tensor * add = nullptr);
+
+} // namespace standin::kernels::cuda::mm

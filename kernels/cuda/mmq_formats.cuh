@@ -1,0 +1,225 @@
+// Weight formats of the integer tensor-core product (mmq.cu): how a lane
+// takes the codes and scales of one 32-element sub-block out of a chunk of
+// raw weight bytes staged in shared memory.
+//
+// A product of weights w = s * q + mn (codes q, per-sub-block scale s and, for
+// the formats with a minimum, mn) with activations x = da * qa (int8 codes qa
+// per 32 values, scale da, ds = {da, da * sum(qa)}) is, per sub-block,
+//     sum(w * x) = s * da * sum(q * qa) + mn * da * sum(qa)
+// so the tensor cores form the integer sums and the epilogue applies
+// s * ds.x and mn * ds.y. Every format's constant offset (Q4_0's 8, Q5_0's 16,
+// Q6_K's 32) is taken off the codes here, as bytewise subtractions, so codes
+// are signed int8 and need no correction term.
+//
+// codes(row, s, t, lo, hi): the 4 codes of elements 4t..4t+3 (lo) and
+// 16+4t..16+4t+3 (hi) of sub-block s of the chunk that starts at `row`, as
+// four signed bytes each: exactly the A fragment words of mma.m16n8k32 for
+// thread t of a quad (kernels/cuda/mmq.cu).
+// scale(row, s, sc, mn): s and mn of sub-block s; Q6_K (16-element scales,
+// kSplit16) gives the scale of each half: sc for elements 0..15, mn for
+// 16..31, and its products use two m16n8k16 steps.
+//
+// Functions are __host__ __device__: tests/kernels/mmq_formats_check.cu
+// rebuilds every element of random blocks from them on the host and compares
+// with quants.h's dequant().
+#pragma once
+
+#include <cstdint>
+
+#include "ggml.h"
+#include "kernels/common/quants.h"
+
+namespace standin::kernels::cuda::mmq {
+
+using quant::half;
+
+// Four bytes at a 2-byte aligned address, little-endian.
+__host__ __device__ __forceinline__ uint32_t u32_a2(const uint8_t * p) {
+    const uint16_t * h = reinterpret_cast<const uint16_t *>(p);
+    return uint32_t(h[0]) | (uint32_t(h[1]) << 16);
+}
+
+__host__ __device__ __forceinline__ uint32_t u32_a4(const uint8_t * p) { return *reinterpret_cast<const uint32_t *>(p); }
+
+// Bytewise a - b (each byte wraps, as __vsub4 does on the device).
+__host__ __device__ __forceinline__ uint32_t sub_bytes(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+    return __vsub4(a, b);
+#else
+    uint32_t r = 0;
+    for (int i = 0; i < 4; ++i) r |= ((((a >> (8 * i)) & 0xffu) - ((b >> (8 * i)) & 0xffu)) & 0xffu) << (8 * i);
+    return r;
+#endif
+}
+
+// Bit j (j = 0..3) of `bits` to bit 4 of byte j.
+__host__ __device__ __forceinline__ uint32_t bit4_of_bytes(uint32_t bits) {
+    return ((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25);
+}
+
+constexpr uint32_t kLowNibbles = 0x0f0f0f0fu;
+
+// Bytes per row of a staged chunk, padded so that 8 rows read at the same word
+// offset fall in 8 distinct groups of 4 banks (row stride / 16 odd).
+constexpr int padded_stride(int bytes) {
+    int s = (bytes + 15) / 16 * 16;
+    return (s / 16) % 2 == 1 ? s : s + 16;
+}
+
+template <int T> struct Fmt;
+
+// The 32-element formats: a chunk is 8 consecutive blocks (256 elements).
+template <> struct Fmt<GGML_TYPE_Q4_0> {
+    static constexpr int kBytes = 18, kQK = 32, kChunkBlocks = 8;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint32_t q = u32_a2(row + s * kBytes + 2 + 4 * t);
+        lo = sub_bytes(q & kLowNibbles, 0x08080808u);
+        hi = sub_bytes((q >> 4) & kLowNibbles, 0x08080808u);
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes));
+        mn = 0.0f;
+    }
+};
+
+template <> struct Fmt<GGML_TYPE_Q4_1> {
+    static constexpr int kBytes = 20, kQK = 32, kChunkBlocks = 8;
+    static constexpr bool kMin = true, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint32_t q = u32_a2(row + s * kBytes + 4 + 4 * t);
+        lo = q & kLowNibbles;
+        hi = (q >> 4) & kLowNibbles;
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint16_t * h = reinterpret_cast<const uint16_t *>(row + s * kBytes);
+        sc = half(h[0]);
+        mn = half(h[1]);
+    }
+};
+
+template <> struct Fmt<GGML_TYPE_Q5_0> {
+    static constexpr int kBytes = 22, kQK = 32, kChunkBlocks = 8;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * b = row + s * kBytes;
+        const uint32_t qh = u32_a2(b + 2), q = u32_a2(b + 6 + 4 * t);
+        lo = sub_bytes((q & kLowNibbles) | bit4_of_bytes(qh >> (4 * t)), 0x10101010u);
+        hi = sub_bytes(((q >> 4) & kLowNibbles) | bit4_of_bytes(qh >> (16 + 4 * t)), 0x10101010u);
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes));
+        mn = 0.0f;
+    }
+};
+
+template <> struct Fmt<GGML_TYPE_Q5_1> {
+    static constexpr int kBytes = 24, kQK = 32, kChunkBlocks = 8;
+    static constexpr bool kMin = true, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * b = row + s * kBytes;
+        const uint32_t qh = u32_a2(b + 4), q = u32_a2(b + 8 + 4 * t);
+        lo = (q & kLowNibbles) | bit4_of_bytes(qh >> (4 * t));
+        hi = ((q >> 4) & kLowNibbles) | bit4_of_bytes(qh >> (16 + 4 * t));
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint16_t * h = reinterpret_cast<const uint16_t *>(row + s * kBytes);
+        sc = half(h[0]);
+        mn = half(h[1]);
+    }
+};
+
+template <> struct Fmt<GGML_TYPE_Q8_0> {
+    static constexpr int kBytes = 34, kQK = 32, kChunkBlocks = 8;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * q = row + s * kBytes + 2;
+        lo = u32_a2(q + 4 * t);
+        hi = u32_a2(q + 16 + 4 * t);
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes));
+        mn = 0.0f;
+    }
+};
+
+// The K formats: a chunk is one 256-element super-block (Q6_K: two, so that
+// a chunk is a whole number of 4-byte words), sub-block s of 32 elements.
+// Q4_K / Q5_K: w = d * sc_s * q - dmin * m_s with 6-bit sc_s, m_s.
+template <> struct Fmt<GGML_TYPE_Q4_K> {
+    static constexpr int kBytes = 144, kQK = 256, kChunkBlocks = 1;
+    static constexpr bool kMin = true, kSplit16 = false;
+    // Sub-blocks 2p and 2p+1 share the 32 bytes qs[32p..32p+31], low and high nibbles.
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * qs = row + 16 + 32 * (s / 2);
+        const int sh = 4 * (s % 2);
+        lo = (u32_a4(qs + 4 * t) >> sh) & kLowNibbles;
+        hi = (u32_a4(qs + 16 + 4 * t) >> sh) & kLowNibbles;
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint16_t * h = reinterpret_cast<const uint16_t *>(row);
+        int isc, im;
+        quant::k_scale_min(row + 4, s, isc, im);
+        sc = half(h[0]) * float(isc);
+        mn = -(half(h[1]) * float(im));
+    }
+};
+
+template <> struct Fmt<GGML_TYPE_Q5_K> {
+    static constexpr int kBytes = 176, kQK = 256, kChunkBlocks = 1;
+    static constexpr bool kMin = true, kSplit16 = false;
+    // Low 4 bits as Q4_K (qs at 48); the fifth bit of element l of sub-block s
+    // is bit s of qh[l].
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * qs = row + 48 + 32 * (s / 2);
+        const uint8_t * qh = row + 16;
+        const int sh = 4 * (s % 2);
+        lo = ((u32_a4(qs + 4 * t) >> sh) & kLowNibbles) | (((u32_a4(qh + 4 * t) >> s) & 0x01010101u) << 4);
+        hi = ((u32_a4(qs + 16 + 4 * t) >> sh) & kLowNibbles) | (((u32_a4(qh + 16 + 4 * t) >> s) & 0x01010101u) << 4);
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        Fmt<GGML_TYPE_Q4_K>::scale(row, s, sc, mn);  // same d, dmin and packed scales
+    }
+};
+
+// Q6_K: w = d * sc16 * (q - 32), 6-bit codes from ql (4 bits) and qh (2),
+// one signed 8-bit scale per 16 elements. Element l of sub-block s (half
+// n = s / 4 of the block, j = s % 4): ql[64n + 32(j & 1) + l] >> 4(j >> 1) and
+// qh[32n + l] >> 2j; scale 8n + 2j + l / 16.
+template <> struct Fmt<GGML_TYPE_Q6_K> {
+    static constexpr int kBytes = 210, kQK = 256, kChunkBlocks = 2;
+    static constexpr bool kMin = false, kSplit16 = true;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const int sb = s % 8, n = sb / 4, j = sb % 4;
+        const uint8_t * ql = b + 64 * n + 32 * (j & 1);
+        const uint8_t * qh = b + 128 + 32 * n;
+        const int shl = 4 * (j >> 1), shh = 2 * j;
+        const uint32_t l0 = (u32_a2(ql + 4 * t) >> shl) & kLowNibbles;
+        const uint32_t l1 = (u32_a2(ql + 16 + 4 * t) >> shl) & kLowNibbles;
+        const uint32_t h0 = ((u32_a2(qh + 4 * t) >> shh) & 0x03030303u) << 4;
+        const uint32_t h1 = ((u32_a2(qh + 16 + 4 * t) >> shh) & 0x03030303u) << 4;
+        lo = sub_bytes(l0 | h0, 0x20202020u);
+        hi = sub_bytes(l1 | h1, 0x20202020u);
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const int sb = s % 8, n = sb / 4, j = sb % 4;
+        const int8_t * scales = reinterpret_cast<const int8_t *>(b + 192);
+        const float d = half(*reinterpret_cast<const uint16_t *>(b + 208));
+        sc = d * float(scales[8 * n + 2 * j]);
+        mn = d * float(scales[8 * n + 2 * j + 1]);
+    }
+};
+
+// Elements of one chunk (the pipeline's step along K) and its raw bytes per row.
+template <int T> constexpr int chunk_elems() { return Fmt<T>::kChunkBlocks * Fmt<T>::kQK; }
+template <int T> constexpr int chunk_bytes() { return Fmt<T>::kChunkBlocks * Fmt<T>::kBytes; }
+
+// Whether the integer product has a format for this weight type.
+__host__ __device__ constexpr bool has_format(ggml_type t) {
+    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1 ||
+           t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K;
+}
+
+} // namespace standin::kernels::cuda::mmq

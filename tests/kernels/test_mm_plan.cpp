@@ -1,0 +1,107 @@
+// Note [product plan] (kernels/cuda/mm_plan.h), checked without a GPU: every
+// weight type the CUDA device's MUL_MAT claims gets a kernel made for its
+// column count, at every count from 1 to 4096 (no size falls through to the
+// tiled float kernel), and the tile shapes stay within what mmq.cu has.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "ggml.h"
+#include "kernels/cuda/mm_plan.h"
+#include "kernels/op_table.h"
+
+using namespace standin;
+namespace plan = kernels::cuda::plan;
+
+namespace {
+
+// The weight types MUL_MAT claims, read from the op table itself.
+std::vector<ggml_type> claimed_weight_types(rt::Kind kind) {
+    std::vector<ggml_type> out;
+    ggml_init_params ip = {16 * ggml_tensor_overhead(), nullptr, true};
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        if (ggml_blck_size(ggml_type(t)) == 0 || ggml_type_size(ggml_type(t)) == 0) continue;  // removed types
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * a = ggml_new_tensor_2d(ctx, ggml_type(t), 4096, 4096);
+        ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4096, 8);
+        if (kernels::supports(kind, ggml_mul_mat(ctx, a, b))) out.push_back(ggml_type(t));
+        ggml_free(ctx);
+    }
+    return out;
+}
+
+plan::Problem problem(ggml_type t, int64_t n) {
+    plan::Problem p{};
+    p.type = t;
+    p.K = 4096;
+    p.M = 4096;
+    p.N = n;
+    p.matrices = 1;
+    p.rows_aligned = true;
+    // What mm::q8_applies answers for these shapes.
+    p.vec_int_ok = n <= 8 && (t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
+                              t == GGML_TYPE_Q5_1 || t == GGML_TYPE_Q8_0);
+    p.blas_ok = true;
+    p.sms = 132;
+    p.mmq_mode = 0;
+    return p;
+}
+
+} // namespace
+
+TEST(ProductPlan, EveryClaimedTypeHasAKernelForEveryColumnCount) {
+#ifdef STANDIN_WITH_CUDA
+    const rt::Kind kind = rt::Kind::cuda;
+#else
+    const rt::Kind kind = rt::Kind::host;  // the CUDA rows share MUL_MAT's predicate
+#endif
+    const std::vector<ggml_type> types = claimed_weight_types(kind);
+    ASSERT_GE(types.size(), 11u);
+    for (ggml_type t : types) {
+        for (int64_t n = 1; n <= 4096; ++n) {
+            const plan::Choice c = plan::choose(problem(t, n));
+            if (plan::is_float(t)) {
+                EXPECT_EQ(c.path, n <= plan::kVecMaxN ? plan::Path::vec_float : plan::Path::blas)
+                    << ggml_type_name(t) << " n=" << n;
+                continue;
+            }
+            ASSERT_TRUE(c.path == plan::Path::vec_int || c.path == plan::Path::mmq)
+                << ggml_type_name(t) << " n=" << n << " gets " << plan::path_name(c.path);
+            if (c.path == plan::Path::mmq) {
+                EXPECT_TRUE(c.nt == 1 || c.nt == 2 || c.nt == 4 || c.nt == 8) << c.nt;
+                EXPECT_TRUE(c.mw == 1 || (c.mw == 2 && c.nt == 8)) << c.mw;
+                EXPECT_GE(c.split, 1);
+                EXPECT_LE(c.split, 8);
+                EXPECT_GE(int64_t(8 * c.nt), n < 64 ? n : 64) << "a tile narrower than needed";
+            }
+        }
+    }
+}
+
+TEST(ProductPlan, SplitsKOnlyWhenTilesCannotFillTheGpu) {
+    plan::Problem p = problem(GGML_TYPE_Q4_0, 16);
+    p.M = 1024;  // 16 row tiles: far fewer than 2 x 132
+    EXPECT_GT(plan::choose(p).split, 1);
+    p.M = 128256;  // an output projection: thousands of tiles
+    EXPECT_EQ(plan::choose(p).split, 1);
+    p.K = 256;  // one chunk: nothing to split
+    p.M = 1024;
+    EXPECT_EQ(plan::choose(p).split, 1);
+}
+
+TEST(ProductPlan, KnobsAndFallbacks) {
+    plan::Problem p = problem(GGML_TYPE_Q8_0, 4);
+    EXPECT_EQ(plan::choose(p).path, plan::Path::vec_int);
+    p.mmq_mode = 2;  // GGML_STANDIN_MMQ=all
+    EXPECT_EQ(plan::choose(p).path, plan::Path::mmq);
+    p.mmq_mode = 1;  // off
+    p.N = 64;
+    EXPECT_EQ(plan::choose(p).path, plan::Path::blas);
+    p.blas_ok = false;
+    EXPECT_EQ(plan::choose(p).path, plan::Path::tile);
+    // K not a whole number of chunks: the decoding paths.
+    plan::Problem odd = problem(GGML_TYPE_Q4_0, 3);
+    odd.K = 4096 + 32;
+    odd.vec_int_ok = false;  // q8_applies wants K % 256 == 0 too
+    EXPECT_EQ(plan::choose(odd).path, plan::Path::vec_float);
+}
