@@ -64,8 +64,35 @@ FusedRun run_fused_cuda(rt::Stream & stream, ggml_cgraph * g, int i) {
     ggml_tensor * next = ggml_graph_node(g, j);
     if (!supports(rt::Kind::cuda, node) || !supports(rt::Kind::cuda, next)) return r;
     if (node->op == GGML_OP_RMS_NORM && cuda::rms_norm_mul_ok(node, next)) {
+        // The products right after it that read its result through the
+        // integer mat-vec (Q/K/V, gate/up, the output head) take their
+        // quantized input from the norm's own launch.
+        std::vector<ggml_tensor *> mms;
+        int last = j;
+        for (int k = next_work(g, j); k >= 0 && int(mms.size()) < kMaxMembers; k = next_work(g, k)) {
+            ggml_tensor * t = ggml_graph_node(g, k);
+            if (!supports(rt::Kind::cuda, t) || !cuda::norm_mul_mat_ok(next, t) ||
+                (!mms.empty() && !cuda::mul_mat_group_ok(mms[0], t))) {
+                break;
+            }
+            mms.push_back(t);
+            last = k;
+        }
+        if (!mms.empty()) {
+            r.covered = last - i + 1;
+            r.ok = cuda::norm_mul_mat(stream, node, next, mms.data(), int(mms.size()));
+            return r;
+        }
         r.covered = j - i + 1;
         r.ok = cuda::rms_norm_mul(stream, node, next);
+        return r;
+    }
+    if (node->op == GGML_OP_GLU && cuda::glu_mul_mat_ok(node, next)) {
+        const int k = next_work(g, j);
+        ggml_tensor * add = k >= 0 ? ggml_graph_node(g, k) : nullptr;
+        const bool with_add = add != nullptr && supports(rt::Kind::cuda, add) && cuda::mul_mat_add_ok(next, add);
+        r.covered = (with_add ? k : j) - i + 1;
+        r.ok = cuda::glu_mul_mat(stream, node, next, with_add ? add : nullptr);
         return r;
     }
     if (node->op == GGML_OP_MUL_MAT && cuda::mul_mat_add_ok(node, next)) {

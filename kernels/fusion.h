@@ -1,14 +1,20 @@
 // Note [fusion]
 // Decoding a token runs a few hundred small nodes, so on a GPU the launches
-// themselves cost as much as the arithmetic. Three patterns of llama graphs
+// themselves cost as much as the arithmetic. Four patterns of llama graphs
 // are run as one launch each on the CUDA device:
 //   - RMS_NORM followed by the MUL with its weight (the norm's own result is
-//     still written, so other readers of it are served);
+//     still written, so other readers of it are served), and when the
+//     products after it read that result through the integer mat-vec, the
+//     norm also writes their quantized input and they follow without a
+//     quantize launch;
 //   - MUL_MAT nodes that share src1 (Q/K/V, gate/up): src1 is quantized once
 //     and the products share one mat-vec launch;
 //   - a mat-vec MUL_MAT followed by the ADD of its result and a same-shaped
 //     tensor (the residual connection after the output projections): the
-//     mat-vec's epilogue writes the product and the sum.
+//     mat-vec's epilogue writes the product and the sum;
+//   - a GLU (SwiGLU) whose result the integer mat-vec of the next product
+//     reads (the down projection, with its residual ADD): the GLU writes the
+//     quantized input too.
 // The second needs the products adjacent, which llama's graphs are not (Q is
 // roped before K is computed), so order_for_fusion moves such a MUL_MAT up to
 // its partner when nothing between them can change what it reads; it runs in

@@ -3,6 +3,8 @@
 // return without waiting.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include "kernels/kernel.h"
 
 namespace standin::kernels::cuda {
@@ -18,6 +20,9 @@ bool rope(rt::Stream & stream, ggml_tensor * node);            // ROPE ROPE_BACK
 bool softmax(rt::Stream & stream, ggml_tensor * node);         // SOFT_MAX (mask, ALiBi, sinks)
 bool unary(rt::Stream & stream, ggml_tensor * node);           // UNARY
 bool glu(rt::Stream & stream, ggml_tensor * node);             // GLU (fused and split)
+// GLU also writing its F32 result quantized for the integer mat-vec (codes q,
+// scales ds as quantize_act lays them out; contiguous, ne[0] % 32 == 0).
+bool glu_quant(rt::Stream & stream, ggml_tensor * node, int8_t * q, float2 * ds);
 bool mul_mat(rt::Stream & stream, ggml_tensor * node);         // MUL_MAT (float and block weights)
 bool mul_mat_id(rt::Stream & stream, ggml_tensor * node);      // MUL_MAT_ID
 bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT
@@ -38,5 +43,18 @@ bool mul_mat_add(rt::Stream & stream, ggml_tensor * mm, const ggml_tensor * add)
 // results are written (rms_norm_mul_ok says whether the pair qualifies)
 bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul);
 bool rms_norm_mul(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul);
+// The same, also writing the MUL's result quantized for the integer mat-vec
+// (codes q, scales ds as quantize_act lays them out; ne[0] % 32 == 0).
+bool rms_norm_mul_quant(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul, int8_t * q, float2 * ds);
+// RMS_NORM x MUL followed by MUL_MATs that read the MUL's result through the
+// integer mat-vec (norm_mul_mat_ok: one such product): the norm writes the
+// quantized activations the products read, one launch fewer (no quantize).
+bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm);
+// A GLU whose result only the integer mat-vec of the next MUL_MAT reads (and
+// that product's residual ADD, when mul_mat_add_ok): the GLU writes the
+// quantized input, the product follows without a quantize launch.
+bool glu_mul_mat_ok(const ggml_tensor * glu, const ggml_tensor * mm);
+bool glu_mul_mat(rt::Stream & stream, ggml_tensor * glu, ggml_tensor * mm, const ggml_tensor * add);
+bool norm_mul_mat(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n);
 
 } // namespace standin::kernels::cuda

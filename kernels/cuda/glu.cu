@@ -11,6 +11,8 @@
 // output element.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o SWIGLU (GEGLU, REGLU, ...)
+#include <cuda_fp16.h>
+
 #include <cstring>
 
 #include "kernels/common/activations.h"
@@ -50,9 +52,13 @@ __device__ __forceinline__ float gate(const GluArgs & p, float x, float g) {
     }
 }
 
+// With q set (dst F32 and contiguous, ne0 % 32 == 0, so each warp holds
+// whole 32-groups), the stored y is also quantized for the integer mat-vec
+// exactly as quantize_act would (act_round.cuh): codes q[k], {d, d * sum} at
+// ds[k / 32].
 template <int OP>
 __global__ void glu_kernel(Shape d, Shape a, Shape b, char * dd, const char * ad, const char * bd, GluArgs p,
-                           int64_t n) {
+                           int64_t n, int8_t * q, float2 * ds) {
     pdl_wait();  // Note [dependent launch]
     pdl_trigger();
     const int64_t ne0 = d.ne[0];
@@ -63,13 +69,25 @@ __global__ void glu_kernel(Shape d, Shape a, Shape b, char * dd, const char * ad
         split_row(d, k / ne0, i1, i2, i3);
         const float x = load_f(a.type, row_at(ad, a, i1, i2, i3) + (p.xo + i) * a.nb[0]);
         const float g = load_f(b.type, row_at(bd, b, i1, i2, i3) + (p.go + i) * b.nb[0]);
-        store_f(d.type, row_at(dd, d, i1, i2, i3) + i * d.nb[0], gate(p, x, g));
+        const float y = gate(p, x, g);
+        store_f(d.type, row_at(dd, d, i1, i2, i3) + i * d.nb[0], y);
+        if (q != nullptr) {
+            const float amax = warp_max(fabsf(y));
+            const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+            const float dq = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+            const int code = __float2int_rn(__fmul_rn(y, id));
+            q[k] = int8_t(code);
+            const int sum = warp_sum(code);
+            if ((threadIdx.x & 31u) == 0) ds[k / 32] = make_float2(dq, dq * float(sum));
+        }
     }
 }
 
 } // namespace
 
-bool glu(rt::Stream & stream, ggml_tensor * node) {
+bool glu(rt::Stream & stream, ggml_tensor * node) { return glu_quant(stream, node, nullptr, nullptr); }
+
+bool glu_quant(rt::Stream & stream, ggml_tensor * node, int8_t * q, float2 * ds) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     if ((a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16) || node->type != a->type ||
@@ -88,16 +106,16 @@ bool glu(rt::Stream & stream, ggml_tensor * node) {
     if (n == 0) {
         return true;
     }
-    const Shape ds = shape_of(node), as = shape_of(a), bs = shape_of(b != nullptr ? b : a);
+    const Shape dsh = shape_of(node), as = shape_of(a), bs = shape_of(b != nullptr ? b : a);
     char * dd = static_cast<char *>(node->data);
     const char * ad = static_cast<const char *>(a->data);
     const char * bd = static_cast<const char *>(b != nullptr ? b->data : a->data);
     const unsigned grid = grid_for(n, kBlock);
     cudaStream_t st = stream_of(stream);
     if (p.op == GGML_GLU_OP_SWIGLU) {
-        launch(glu_kernel<GGML_GLU_OP_SWIGLU>, dim3(grid), dim3(kBlock), 0, st, ds, as, bs, dd, ad, bd, p, n);
+        launch(glu_kernel<GGML_GLU_OP_SWIGLU>, dim3(grid), dim3(kBlock), 0, st, dsh, as, bs, dd, ad, bd, p, n, q, ds);
     } else {
-        launch(glu_kernel<-1>, dim3(grid), dim3(kBlock), 0, st, ds, as, bs, dd, ad, bd, p, n);
+        launch(glu_kernel<-1>, dim3(grid), dim3(kBlock), 0, st, dsh, as, bs, dd, ad, bd, p, n, q, ds);
     }
     SI_CUDA_LAUNCH_CHECK();
     return true;

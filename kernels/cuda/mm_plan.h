@@ -3,13 +3,19 @@
 // a number of src1 columns (mul_mat.cu asks it, and nothing else decides):
 //
 //   weights            columns       kernel
-//   Q4_0..Q8_0         1..8          integer mat-vec (mul_mat_vec_q8.cu), one
-//                                    weight read per row for all columns
-//   Q4_0..Q6_K         9..           integer tensor-core product (mmq.cu),
+//   Q4_0..Q8_0         1             integer mat-vec (mul_mat_vec_q8.cu)
+//   Q4_0..Q6_K         2..127        integer tensor-core product (mmq.cu),
 //                                    8..64 columns per tile
-//   Q4_K, Q5_K, Q6_K   1..8          mmq.cu as well (one tile of 8 columns)
+//                      128..         cuBLAS over weights decoded to F16
+//                                    (mul_mat_blas.cu) when it is loaded,
+//                                    else mmq.cu
+//   Q4_K, Q5_K, Q6_K   1             mmq.cu as well (one tile of 8 columns)
 //   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
 //                      9..           cuBLAS, else the tiled TF32 kernel
+// Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
+// mat-vec beats mmq only at one column (19 against 35 us for Q4_0) and is 3
+// to 6 times slower from 2 to 8; mmq is level with ggml-cuda at 16 to 32
+// columns and half its speed from 128, where the F16 GEMM is faster.
 //
 // Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8), weight rows per block
 // 64 * mw (mw = 1, 2). When the tiles alone would not fill the GPU twice over,
@@ -59,7 +65,9 @@ struct Choice {
     int  split = 1;  // mmq: blocks of a cluster sharing K
 };
 
-constexpr int kVecMaxN = 8;
+constexpr int kVecMaxN = 8;      // float weights: the mat-vec up to here
+constexpr int kVecIntMaxN = 1;   // block weights: the integer mat-vec up to here
+constexpr int kBlasOverMmqN = 128;  // block weights: cuBLAS (when loaded) from here
 
 // Elements per mmq pipeline step (K must be a multiple) and whether mmq has a
 // format for the type: the single list of mmq's weight types.
@@ -93,7 +101,9 @@ inline Choice mmq_choice(const Problem & p) {
     c.mw = c.nt == 8 && p.M >= 128 * int64_t(p.sms) / 4 ? 2 : 1;
     const int64_t rows = 64 * c.mw;
     const int64_t blocks = (p.M + rows - 1) / rows * ((p.N + 8 * c.nt - 1) / (8 * c.nt)) * p.matrices;
-    const int64_t want = 2 * int64_t(p.sms);
+    // Narrow tiles are latency-bound: four blocks per SM keep enough weight
+    // bytes in flight (measured: two per SM reach half the bandwidth).
+    const int64_t want = (c.nt <= 2 ? 4 : 2) * int64_t(p.sms);
     if (blocks < want) {
         const int64_t chunks = p.K / mmq_chunk(p.type);
         c.split = int(std::min<int64_t>({8, (want + blocks - 1) / blocks, chunks}));
@@ -108,12 +118,16 @@ inline Choice choose(const Problem & p) {
         return c;
     }
     const bool mmq = mmq_can(p) && p.mmq_mode != 1;
-    if (p.N <= kVecMaxN && p.vec_int_ok && p.mmq_mode != 2) {
+    if (p.vec_int_ok && (p.N <= kVecIntMaxN || !mmq) && p.mmq_mode != 2) {
         c.path = Path::vec_int;
         return c;
     }
-    if (mmq) {
+    if (mmq && (p.N < kBlasOverMmqN || !p.blas_ok || p.mmq_mode == 2)) {
         return mmq_choice(p);
+    }
+    if (mmq) {
+        c.path = Path::blas;  // the launcher falls back to mmq if cuBLAS refuses
+        return c;
     }
     // Types or shapes mmq has no kernel for: the decoding mat-vec for few
     // columns, cuBLAS (decoded to F16) or the tiled kernel beyond.

@@ -295,8 +295,17 @@ __global__ void __launch_bounds__(kThreads) mmq_kernel(const __grid_constant__ M
     }
 }
 
+// Stages of the pipeline: enough that about 40 KiB of a block's chunks are in
+// flight (at two stages per block and two blocks per SM the weights streamed
+// at half the bandwidth: the loads' latency was not covered), 2 to 8.
+template <int T, int NT, int MW> constexpr int stages_for() {
+    constexpr int stage = Tile<T, NT, MW, 1>::kStage;
+    constexpr int s = 1 + (40 * 1024 + stage - 1) / stage;
+    return s < 2 ? 2 : s > 8 ? 8 : s;
+}
+
 template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
-    constexpr int kStages = NT == 8 ? 2 : 3;
+    constexpr int kStages = stages_for<T, NT, MW>();
     using L = Tile<T, NT, MW, kStages>;
     auto kernel = mmq_kernel<T, NT, MW, kStages>;
     static std::atomic<uint64_t> configured{0};

@@ -25,10 +25,6 @@ struct MmqArgs {
     int64_t        split = 1;  // set by the launcher
 };
 
-// Whether mmq can take products with these weights at all (its formats, K a
-// multiple of its chunk, aligned rows) and the configuration allows it.
-bool mmq_takes(const ggml_tensor * a);
-
 // Launches one product in the shape `c` (path mmq). false: no kernel for the
 // type or shape (the plan never asks for one).
 bool mmq_launch(ggml_type t, const plan::Choice & c, const MmqArgs & p, cudaStream_t st);

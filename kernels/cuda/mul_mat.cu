@@ -153,8 +153,7 @@ void release(Staged & s, cudaStream_t st) {
     }
 }
 
-QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, int group, cudaStream_t st) {
-    const int64_t K = b->ne[0], cols = ggml_nrows(b);
+QuantizedY reserve_y(rt::cuda::CudaStream & stream, int64_t K, int64_t cols, cudaStream_t st) {
     // q_bytes is a multiple of 256 (K % 256 == 0 on every integer path), so ds is 16-byte aligned.
     const size_t q_bytes = size_t(K * cols), bytes = q_bytes + size_t(cols * (K / 32)) * sizeof(float2);
     QuantizedY y;
@@ -166,13 +165,19 @@ QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, int 
     }
     y.q = static_cast<int8_t *>(mem);
     y.ds = reinterpret_cast<float2 *>(y.q + q_bytes);
+    y.ok = true;
+    return y;
+}
+
+QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, int group, cudaStream_t st) {
+    QuantizedY y = reserve_y(stream, b->ne[0], ggml_nrows(b), st);
+    if (!y.ok) return y;
     if (group == 32) {
         quantize_act(b, y.q, y.ds, st);
     } else {
         quantize_act_k(b, y.q, y.ds, st);
     }
     SI_CUDA_LAUNCH_CHECK();
-    y.ok = true;
     return y;
 }
 
@@ -192,17 +197,7 @@ bool mmq_rows_aligned(const ggml_tensor * a) {
 
 } // namespace
 
-bool mmq_takes(const ggml_tensor * a) {
-    plan::Problem p{};
-    p.type = a->type;
-    p.K = a->ne[0];
-    p.M = a->ne[1];
-    p.N = 1;
-    p.rows_aligned = mmq_rows_aligned(a);
-    return diag::config().mmq != diag::Config::Mmq::off && plan::mmq_can(p);
-}
-
-plan::Choice plan_for(const ggml_tensor * a, const ggml_tensor * b, const rt::cuda::CudaStream & stream) {
+plan::Problem problem_for(const ggml_tensor * a, const ggml_tensor * b, int sms) {
     const diag::Config & cfg = diag::config();
     plan::Problem p;
     p.type = a->type;
@@ -213,9 +208,9 @@ plan::Choice plan_for(const ggml_tensor * a, const ggml_tensor * b, const rt::cu
     p.rows_aligned = mmq_rows_aligned(a);
     p.vec_int_ok = q8_applies(a, b);
     p.blas_ok = cfg.cublas;
-    p.sms = stream.sm_count();
+    p.sms = sms;
     p.mmq_mode = cfg.mmq == diag::Config::Mmq::off ? 1 : cfg.mmq == diag::Config::Mmq::all ? 2 : 0;
-    return plan::choose(p);
+    return p;
 }
 
 bool mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan::Choice & c, const ggml_tensor * add) {
@@ -252,14 +247,19 @@ bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
         return true;
     }
     auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
-    const plan::Choice c = mm::plan_for(a, b, cs);
+    const plan::Problem problem = mm::problem_for(a, b, cs.sm_count());
+    const plan::Choice c = plan::choose(problem);
     cudaStream_t st = cs.begin_launch();
     switch (c.path) {
         case plan::Path::vec_int: return mm::mul_mat_q8_group(cs, &node, 1);
         case plan::Path::mmq:     return mm::mul_mat_mmq(cs, node, c);
         case plan::Path::blas:
             if (mm::launch_blas(a, b, node, st, cs.device())) return true;
-            break;  // cuBLAS refused (logged where it matters): the tiled kernel
+            // cuBLAS refused (logged where it matters): mmq where it can, else the tiled kernel.
+            if (plan::mmq_can(problem) && problem.mmq_mode != 1) {
+                return mm::mul_mat_mmq(cs, node, plan::mmq_choice(problem));
+            }
+            break;
         case plan::Path::vec_float:
         case plan::Path::tile:
             break;

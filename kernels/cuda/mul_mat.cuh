@@ -90,11 +90,18 @@ struct QuantizedY {
     bool     ok     = false;
 };
 QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, int group, cudaStream_t st);
+// The same memory for `cols` columns of K values, for a kernel that writes
+// the codes itself (the fused RMS_NORM x MUL).
+QuantizedY reserve_y(rt::cuda::CudaStream & stream, int64_t K, int64_t cols, cudaStream_t st);
 void       release(QuantizedY & y, cudaStream_t st);
 
-// The kernel table's choice (Note [product plan]) for weights a and src1 b on
-// the stream's device, with the configured knobs.
-plan::Choice plan_for(const ggml_tensor * a, const ggml_tensor * b, const rt::cuda::CudaStream & stream);
+// The kernel table's question (Note [product plan]) for weights a and src1 b
+// on a device of `sms` multiprocessors (only the K split depends on it), with
+// the configured knobs, and its answer on the stream's device.
+plan::Problem problem_for(const ggml_tensor * a, const ggml_tensor * b, int sms);
+inline plan::Choice plan_for(const ggml_tensor * a, const ggml_tensor * b, const rt::cuda::CudaStream & stream) {
+    return plan::choose(problem_for(a, b, stream.sm_count()));
+}
 
 // The fields Args and Q8Args share: weights a, dst d, the sizes, and the
 // broadcast ratios r2, r3 of src1 b over a.
@@ -170,7 +177,6 @@ __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], floa
 // Many src1 columns through cuBLAS (mul_mat_blas.cu). false: not applicable
 // here, cuBLAS unavailable, or a failure (logged); dst is then for the caller.
 bool launch_blas(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, cudaStream_t st, int device);
-constexpr int64_t kBlasMinN = 32;
 
 // Whether the mat-vec kernels handle this weight type.
 bool vec_type_ok(ggml_type t);
@@ -205,6 +211,10 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y);
 // tensor, mul_mat_add_ok), that sum is written too.
 bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n,
                       const ggml_tensor * add = nullptr);
+// The same with src1 already quantized (codes q, scales ds as quantize_y
+// lays them out), e.g. by the fused RMS_NORM x MUL that produced it.
+void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add,
+                        const int8_t * q, const float2 * ds);
 
 // MUL_MAT_ID mat-vec: pairs (e, t) of ids (n_used x n_tok); expert x = ids[e, t]
 // of n_as; src1 column (e % ne11, t) of the staged Y (nb1 = column, nb2 = token);

@@ -29,6 +29,7 @@
 #include "diag/check.h"
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/mmq.cuh"
 #include "kernels/cuda/mul_mat.cuh"
@@ -367,12 +368,18 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {
 }
 
 bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add) {
+    cudaStream_t st = stream.begin_launch();
+    QuantizedY y = quantize_y(stream, nodes[0]->src[1], 32, st);
+    if (!y.ok) return false;
+    mul_mat_q8_group_y(stream, nodes, n, add, y.q, y.ds);
+    release(y, st);
+    return true;
+}
+
+void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add,
+                        const int8_t * q, const float2 * ds) {
     const ggml_tensor * b = nodes[0]->src[1];
     cudaStream_t st = stream.begin_launch();
-    QuantizedY y = quantize_y(stream, b, 32, st);
-    if (!y.ok) return false;
-    const int8_t * q = y.q;
-    const float2 * ds = y.ds;
     // Consecutive members of one weight type share a launch, kMaxGroup at most.
     for (int i = 0; i < n;) {
         Q8Group g{};
@@ -394,8 +401,6 @@ bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes
         launch_q8(t, g, st);
         SI_CUDA_LAUNCH_CHECK();
     }
-    release(y, st);
-    return true;
 }
 
 } // namespace standin::kernels::cuda::mm
@@ -403,18 +408,59 @@ bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes
 namespace standin::kernels::cuda {
 
 bool mul_mat_group_ok(const ggml_tensor * first, const ggml_tensor * next) {
+    // The grouped launch is the integer mat-vec's: only where the kernel
+    // table would pick it for each product alone.
+    const auto vec = [](const ggml_tensor * t) {
+        return plan::choose(mm::problem_for(t->src[0], t->src[1], 1)).path == plan::Path::vec_int;
+    };
     return first->op == GGML_OP_MUL_MAT && next->op == GGML_OP_MUL_MAT && first->type == GGML_TYPE_F32 &&
-           next->type == GGML_TYPE_F32 && mm::same_src1(first->src[1], next->src[1]) &&
-           mm::q8_applies(first->src[0], first->src[1]) && mm::q8_applies(next->src[0], next->src[1]);
+           next->type == GGML_TYPE_F32 && mm::same_src1(first->src[1], next->src[1]) && vec(first) && vec(next);
 }
 
 bool mul_mat_group(rt::Stream & stream, ggml_tensor * const * nodes, int n) {
     return mm::mul_mat_q8_group(static_cast<rt::cuda::CudaStream &>(stream), nodes, n);
 }
 
+bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm) {
+    return mm->op == GGML_OP_MUL_MAT && mm->type == GGML_TYPE_F32 && mm->src[1] == mul && mul->ne[0] % 32 == 0 &&
+           ggml_is_contiguous(mul) && plan::choose(mm::problem_for(mm->src[0], mul, 1)).path == plan::Path::vec_int;
+}
+
+bool norm_mul_mat(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n) {
+    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+    cudaStream_t st = cs.begin_launch();
+    mm::QuantizedY y = mm::reserve_y(cs, mul->ne[0], ggml_nrows(mul), st);
+    if (!y.ok) return false;
+    const bool ok = rms_norm_mul_quant(stream, norm, mul, y.q, y.ds);
+    if (ok) mm::mul_mat_q8_group_y(cs, mms, n, nullptr, y.q, y.ds);
+    mm::release(y, st);
+    return ok;
+}
+
+bool glu_mul_mat_ok(const ggml_tensor * glu, const ggml_tensor * mm) {
+    return glu->op == GGML_OP_GLU && glu->type == GGML_TYPE_F32 && ggml_is_contiguous(glu) && glu->ne[0] % 32 == 0 &&
+           norm_mul_mat_ok(glu, mm);
+}
+
+bool glu_mul_mat(rt::Stream & stream, ggml_tensor * glu, ggml_tensor * mm, const ggml_tensor * add) {
+    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+    cudaStream_t st = cs.begin_launch();
+    mm::QuantizedY y = mm::reserve_y(cs, glu->ne[0], ggml_nrows(glu), st);
+    if (!y.ok) return false;
+    const bool ok = glu_quant(stream, glu, y.q, y.ds);
+    if (ok) mm::mul_mat_q8_group_y(cs, &mm, 1, add, y.q, y.ds);
+    mm::release(y, st);
+    return ok;
+}
+
 bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add) {
     if (mm->op != GGML_OP_MUL_MAT || add->op != GGML_OP_ADD || mm->type != GGML_TYPE_F32 ||
-        add->type != GGML_TYPE_F32 || !(mm::q8_applies(mm->src[0], mm->src[1]) || mm::mmq_takes(mm->src[0]))) {
+        add->type != GGML_TYPE_F32) {
+        return false;
+    }
+    // Only the kernels with the fused epilogue (the sms do not change the path).
+    const plan::Path path = plan::choose(mm::problem_for(mm->src[0], mm->src[1], 1)).path;
+    if (path != plan::Path::vec_int && path != plan::Path::mmq) {
         return false;
     }
     const bool first = add->src[0] == mm, second = add->src[1] == mm;

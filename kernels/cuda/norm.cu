@@ -10,6 +10,8 @@
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o RMS_NORM (NORM; the RMS_NORM_MUL_ADD
 // cases take the fused path)
+#include <cuda_fp16.h>
+
 #include <cstring>
 
 #include "kernels/cuda/common.cuh"
@@ -28,6 +30,11 @@ struct MulOut {
     int64_t      wnb0 = 0;
     char *       z = nullptr;
     int64_t      znb0 = 0;
+    // Also z quantized for the integer mat-vec, exactly as quantize_act
+    // would from the stored z (act_round.cuh, 32-groups): codes at
+    // q + i and {d, d * sum} at ds + i / 32 of this row. q null: none.
+    int8_t *     q = nullptr;
+    float2 *     ds = nullptr;
 };
 
 template <bool RMS, bool MUL>
@@ -51,7 +58,18 @@ __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, i
         const float v = (at(i) - mean) * k;
         *reinterpret_cast<float *>(y + i * ynb0) = v;
         if constexpr (MUL) {
-            *reinterpret_cast<float *>(mo.z + i * mo.znb0) = v * *reinterpret_cast<const float *>(mo.w + i * mo.wnb0);
+            const float z = v * *reinterpret_cast<const float *>(mo.w + i * mo.wnb0);
+            *reinterpret_cast<float *>(mo.z + i * mo.znb0) = z;
+            if (mo.q != nullptr) {
+                // A warp holds one 32-group here (n and blockDim multiples of 32).
+                const float amax = warp_max(fabsf(z));
+                const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+                const float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+                const int code = __float2int_rn(__fmul_rn(z, id));
+                mo.q[i] = int8_t(code);
+                const int sum = warp_sum(code);
+                if ((threadIdx.x & 31u) == 0) mo.ds[i / 32] = make_float2(d, d * float(sum));
+            }
         }
     }
 }
@@ -72,7 +90,7 @@ __global__ void norm_kernel(Shape d, Shape a, char * dd, const char * ad, float 
 
 // z (shape of d) = rms_norm(a) * w, w broadcast by repetition along dims 1..3.
 __global__ void rms_norm_mul_kernel(Shape d, Shape a, char * dd, const char * ad, float eps, Shape w,
-                                    const char * wd, Shape z, char * zd) {
+                                    const char * wd, Shape z, char * zd, int8_t * q, float2 * ds) {
     __shared__ double scratch[32];
     pdl_wait();
     pdl_trigger();
@@ -85,6 +103,10 @@ __global__ void rms_norm_mul_kernel(Shape d, Shape a, char * dd, const char * ad
         mo.wnb0 = w.nb[0];
         mo.z = row_at(zd, z, i1, i2, i3);
         mo.znb0 = z.nb[0];
+        if (q != nullptr) {
+            mo.q = q + r * a.ne[0];
+            mo.ds = ds + r * (a.ne[0] / 32);
+        }
         norm_row<true, true>(row_at(ad, a, i1, i2, i3), a.nb[0], row_at(dd, d, i1, i2, i3), d.nb[0], a.ne[0], eps,
                              scratch, mo);
     }
@@ -130,6 +152,10 @@ bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul) {
 }
 
 bool rms_norm_mul(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul) {
+    return rms_norm_mul_quant(stream, norm, mul, nullptr, nullptr);
+}
+
+bool rms_norm_mul_quant(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul, int8_t * q, float2 * ds) {
     const ggml_tensor * src = norm->src[0];
     const ggml_tensor * w = mul->src[1];
     float eps = 0.0f;
@@ -140,7 +166,7 @@ bool rms_norm_mul(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul) {
     }
     launch(rms_norm_mul_kernel, dim3(row_grid(rows)), dim3(threads_for(src->ne[0])), 0, stream_of(stream),
            shape_of(norm), shape_of(src), static_cast<char *>(norm->data), static_cast<const char *>(src->data), eps,
-           shape_of(w), static_cast<const char *>(w->data), shape_of(mul), static_cast<char *>(mul->data));
+           shape_of(w), static_cast<const char *>(w->data), shape_of(mul), static_cast<char *>(mul->data), q, ds);
     SI_CUDA_LAUNCH_CHECK();
     return true;
 }

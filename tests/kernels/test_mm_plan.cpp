@@ -65,8 +65,16 @@ TEST(ProductPlan, EveryClaimedTypeHasAKernelForEveryColumnCount) {
                     << ggml_type_name(t) << " n=" << n;
                 continue;
             }
-            ASSERT_TRUE(c.path == plan::Path::vec_int || c.path == plan::Path::mmq)
+            // Block weights: a kernel made for them at every count; cuBLAS
+            // (weights decoded to F16) only from kBlasOverMmqN columns.
+            ASSERT_TRUE(c.path == plan::Path::vec_int || c.path == plan::Path::mmq ||
+                        (c.path == plan::Path::blas && n >= plan::kBlasOverMmqN))
                 << ggml_type_name(t) << " n=" << n << " gets " << plan::path_name(c.path);
+            plan::Problem no_blas = problem(t, n);
+            no_blas.blas_ok = false;
+            const plan::Choice own = plan::choose(no_blas);
+            ASSERT_TRUE(own.path == plan::Path::vec_int || own.path == plan::Path::mmq)
+                << ggml_type_name(t) << " n=" << n << " without cuBLAS gets " << plan::path_name(own.path);
             if (c.path == plan::Path::mmq) {
                 EXPECT_TRUE(c.nt == 1 || c.nt == 2 || c.nt == 4 || c.nt == 8) << c.nt;
                 EXPECT_TRUE(c.mw == 1 || (c.mw == 2 && c.nt == 8)) << c.mw;
@@ -90,11 +98,15 @@ TEST(ProductPlan, SplitsKOnlyWhenTilesCannotFillTheGpu) {
 }
 
 TEST(ProductPlan, KnobsAndFallbacks) {
-    plan::Problem p = problem(GGML_TYPE_Q8_0, 4);
+    plan::Problem p = problem(GGML_TYPE_Q8_0, 1);
     EXPECT_EQ(plan::choose(p).path, plan::Path::vec_int);
     p.mmq_mode = 2;  // GGML_STANDIN_MMQ=all
     EXPECT_EQ(plan::choose(p).path, plan::Path::mmq);
-    p.mmq_mode = 1;  // off
+    p.mmq_mode = 0;
+    p.N = 4;
+    EXPECT_EQ(plan::choose(p).path, plan::Path::mmq);
+    p.mmq_mode = 1;  // off: the mat-vec while it takes the product, cuBLAS beyond
+    EXPECT_EQ(plan::choose(p).path, plan::Path::vec_int);
     p.N = 64;
     EXPECT_EQ(plan::choose(p).path, plan::Path::blas);
     p.blas_ok = false;
