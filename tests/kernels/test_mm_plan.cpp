@@ -108,6 +108,7 @@ TEST(ProductPlan, KnobsAndFallbacks) {
     p.mmq_mode = 1;  // off: the mat-vec while it takes the product, cuBLAS beyond
     EXPECT_EQ(plan::choose(p).path, plan::Path::vec_int);
     p.N = 64;
+    p.vec_int_ok = false;  // q8_applies takes at most 8 columns
     EXPECT_EQ(plan::choose(p).path, plan::Path::blas);
     p.blas_ok = false;
     EXPECT_EQ(plan::choose(p).path, plan::Path::tile);
