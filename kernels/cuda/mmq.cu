@@ -94,10 +94,15 @@ template <int T, int NT, int MW, int kStages> struct Tile {
     static_assert(kCB % kPiece == 0 && kStageW % 16 == 0 && kStageQ % 16 == 0, "16-byte aligned stage parts");
 };
 
+// Blocks per SM each shape is built for (registers and shared memory): ncu
+// on the H200 showed narrow tiles latency-bound at 3 blocks per SM (168
+// registers, 16% occupancy, 20% of DRAM bandwidth at 2 columns).
+template <int NT> constexpr int kMinBlocks = NT <= 2 ? 6 : NT == 4 ? 4 : 2;
+
 // One tile: weight rows [m0, m0 + BM) of matrix (i12, i13), columns
 // [n0, n0 + BN), chunks [c0, c1).
 template <int T, int NT, int MW, int kStages>
-__global__ void __launch_bounds__(kThreads) mmq_kernel(const __grid_constant__ MmqArgs p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __grid_constant__ MmqArgs p) {
     using F = Fmt<T>;
     using L = Tile<T, NT, MW, kStages>;
     extern __shared__ __align__(16) uint8_t smem[];
@@ -295,12 +300,11 @@ __global__ void __launch_bounds__(kThreads) mmq_kernel(const __grid_constant__ M
     }
 }
 
-// Stages of the pipeline: enough that about 40 KiB of a block's chunks are in
-// flight (at two stages per block and two blocks per SM the weights streamed
-// at half the bandwidth: the loads' latency was not covered), 2 to 8.
+// Stages of the pipeline: as many as the shared memory of kMinBlocks blocks
+// per SM allows (228 KiB per SM, 1 KiB per block reserved), 2 to 8.
 template <int T, int NT, int MW> constexpr int stages_for() {
     constexpr int stage = Tile<T, NT, MW, 1>::kStage;
-    constexpr int s = 1 + (40 * 1024 + stage - 1) / stage;
+    constexpr int s = (227 * 1024 / kMinBlocks<NT> - 1024) / stage;
     return s < 2 ? 2 : s > 8 ? 8 : s;
 }
 
