@@ -78,8 +78,8 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, u
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// Shared-memory layout of one configuration.
-template <int T, int NT, int MW, int kStages> struct Tile {
+// Shared-memory layout of one pipeline stage of a configuration.
+template <int T, int NT, int MW> struct Stage {
     static constexpr int BM = kWarps * 16 * MW, BN = 8 * NT;
     static constexpr int kCE = chunk_elems<T>(), kCB = chunk_bytes<T>(), kSubs = kCE / 32;
     static constexpr int kPiece = kCB % 16 == 0 ? 16 : 4;  // Q6_K chunks are whole words only
@@ -89,9 +89,14 @@ template <int T, int NT, int MW, int kStages> struct Tile {
     // the scales of its two columns, 4 lanes of a quad read 4 distinct words.
     static constexpr int kStageW = BM * kWStride, kStageQ = BN * kQStride, kStageDs = BN * kSubs * 8;
     static constexpr int kStage = kStageW + kStageQ + kStageDs;
-    static constexpr int kPipe = kStages * kStage, kReduce = BM * BN * 4;
-    static constexpr int kSmem = kPipe > kReduce ? kPipe : kReduce;
     static_assert(kCB % kPiece == 0 && kStageW % 16 == 0 && kStageQ % 16 == 0, "16-byte aligned stage parts");
+};
+
+// ... and of the whole pipeline, whose memory the cluster's reduction reuses.
+template <int T, int NT, int MW, int kStages> struct Tile : Stage<T, NT, MW> {
+    using S = Stage<T, NT, MW>;
+    static constexpr int kPipe = kStages * S::kStage, kReduce = S::BM * S::BN * 4;
+    static constexpr int kSmem = kPipe > kReduce ? kPipe : kReduce;
 };
 
 // Blocks per SM each shape is built for (registers and shared memory): ncu
@@ -303,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
 // Stages of the pipeline: as many as the shared memory of kMinBlocks blocks
 // per SM allows (228 KiB per SM, 1 KiB per block reserved), 2 to 8.
 template <int T, int NT, int MW> constexpr int stages_for() {
-    constexpr int stage = Tile<T, NT, MW, 1>::kStage;
+    constexpr int stage = Stage<T, NT, MW>::kStage;
     constexpr int s = (227 * 1024 / kMinBlocks<NT> - 1024) / stage;
     return s < 2 ? 2 : s > 8 ? 8 : s;
 }
