@@ -115,6 +115,7 @@ struct SwarmOptions {
     std::string              device  = "any";
     std::vector<std::string> command;
     double                   timeout = 0;
+    double                   client_timeout = 15;  // seconds: connect and each wait for the daemon
 };
 CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & opt);
 int cmd_swarm(const CLI::App & swarm, const SwarmOptions & opt);
