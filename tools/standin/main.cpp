@@ -105,6 +105,20 @@ int main(int argc, char ** argv) {
     ab->add_option("--expect-ops", ab_opt.expect_ops, "Exit 1 unless each of OP,OP,... was compared");
     ab->add_flag("--verbose", ab_opt.verbose, "Show llama.cpp's log");
 
+    RpcServerOptions rs_opt;
+    auto * rpc_server = app.add_subcommand("rpc-server", "Serve standin devices over ggml-rpc; no client's graph can take the server down");
+    rpc_server->add_option("--plugin", rs_opt.plugin, "Path to libggml-standin.so");
+    rpc_server->add_option("-H,--host", rs_opt.host, "Address to listen on (the protocol has no authentication)")
+        ->capture_default_str();
+    rpc_server->add_option("-p,--port", rs_opt.port, "TCP port")->capture_default_str()->check(CLI::Range(1, 65535));
+    rpc_server->add_option("-d,--device", rs_opt.devices, "Devices to serve, comma-separated")->delimiter(',')
+        ->capture_default_str();
+    rpc_server->add_option("-t,--threads", rs_opt.threads, "Threads per backend (0 = all cores)")
+        ->check(CLI::NonNegativeNumber);
+    rpc_server->add_option("-c,--cache", rs_opt.cache, "ggml-rpc's local tensor cache folder");
+    rpc_server->add_flag("!--no-fallback", rs_opt.fallback, "Nodes the device lacks end the client's connection "
+                                                           "instead of running on ggml-cpu");
+
     SwarmOptions sw_opt;
     auto * swarm = add_swarm_command(app, sw_opt);
 
@@ -132,6 +146,10 @@ int main(int argc, char ** argv) {
         return cmd_ab(ab_opt);
     }
     if (*swarm) return cmd_swarm(*swarm, sw_opt);
+    if (*rpc_server) {
+        if (rs_opt.plugin.empty()) rs_opt.plugin = default_plugin_path();
+        return cmd_rpc_server(rs_opt);
+    }
     if (*bench) return cmd_bench(bn_opt);
     return 2;
 }
