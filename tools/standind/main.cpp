@@ -273,7 +273,7 @@ int main(int argc, char ** argv) {
     app.add_option("--min-free-mb", o.min_free_mb, "Refuse new work below this free disk space, MiB")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     app.add_option("--max-log-lines", o.max_log_lines, "Log lines kept per job attempt")->capture_default_str();
-    app.add_option("--max-clients", o.max_clients, "Clients served at once")->capture_default_str()
+    app.add_option("--max-clients", o.max_clients, "Requests answered at once (connections waiting between requests do not count)")->capture_default_str()
         ->check(CLI::Range(1, 4096));
     app.add_option("--first-request-s", o.first_request_s,
                    "A new connection that sends no complete request within this many seconds is dropped")
