@@ -99,7 +99,8 @@ int client_timeout_ms(const SwarmOptions & o) { return static_cast<int>(o.client
 int call(const SwarmOptions & o, const json & req, json & reply,
          const std::function<void(const json &)> & on_event = nullptr, int timeout_ms = 0) {
     if (timeout_ms <= 0) timeout_ms = client_timeout_ms(o);
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(client_timeout_ms(o));
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(std::min(timeout_ms, client_timeout_ms(o)));
     for (int wait_ms = 50;; wait_ms = std::min(wait_ms * 2, 1000)) {
         try {
             swarm::Client c(o.socket.empty() ? swarm::default_socket_path() : o.socket, timeout_ms);
