@@ -20,11 +20,12 @@ trap stop EXIT
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+# exec: the background job is the server itself, so that stop() ends it.
 start() {
     if [[ $kind == standin ]]; then
-        stdbuf -oL -eL "$server" rpc-server --plugin "$plugin" -H 127.0.0.1 -p "$1" -d STANDIN_HOST0 -t 2
+        exec stdbuf -oL -eL "$server" rpc-server --plugin "$plugin" -H 127.0.0.1 -p "$1" -d STANDIN_HOST0 -t 2
     else
-        GGML_BACKEND_PATH=$plugin stdbuf -oL -eL "$server" -H 127.0.0.1 -p "$1" -d STANDIN_HOST0 -t 2
+        GGML_BACKEND_PATH=$plugin exec stdbuf -oL -eL "$server" -H 127.0.0.1 -p "$1" -d STANDIN_HOST0 -t 2
     fi
 }
 port=""
