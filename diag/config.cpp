@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "diag/log.h"
+#include "ggml.h"
 
 extern char ** environ;
 
@@ -67,12 +68,31 @@ void read_choice(const char * name, const char * raw, const char * const (&names
 const char * const kModeNames[] = {"auto", "standalone", "interpose"};
 const char * const kMmqNames[]  = {"auto", "off", "all"};
 
+// True when `name` is what ggml_op_desc calls some node: an op, a unary op or
+// a GLU op (perturb:OP matches nodes by that name).
+bool is_op_desc(const char * name) {
+    for (int i = 0; i < GGML_OP_COUNT; ++i) {
+        if (std::strcmp(ggml_op_name(static_cast<ggml_op>(i)), name) == 0) return true;
+    }
+    for (int i = 0; i < GGML_UNARY_OP_COUNT; ++i) {
+        if (std::strcmp(ggml_unary_op_name(static_cast<ggml_unary_op>(i)), name) == 0) return true;
+    }
+    for (int i = 0; i < GGML_GLU_OP_COUNT; ++i) {
+        if (std::strcmp(ggml_glu_op_name(static_cast<ggml_glu_op>(i)), name) == 0) return true;
+    }
+    return false;
+}
+
 void read_fault(const char * name, const char * f, std::string & out, Warnings & warnings) {
     static const char * points[] = {"registry", "devices", "props", "backend", "alloc", "copy", "compute", "leak"};
     bool known = false;
     for (const char * p : points) known = known || std::strcmp(p, f) == 0;
-    known = known || (std::strncmp(f, "perturb:", 8) == 0 && f[8] != '\0');  // perturb:OP
-    if (known) {
+    const bool perturb = std::strncmp(f, "perturb:", 8) == 0;  // perturb:OP
+    if (perturb && !is_op_desc(f + 8)) {
+        // A name no node has would plant nothing, silently.
+        warnings.push_back(std::string(name) + "='" + f + "': '" + (f + 8) +
+                           "' is not a ggml op name (as ggml_op_desc spells it, e.g. perturb:SOFT_MAX); ignored");
+    } else if (known || perturb) {
         out = f;
     } else {
         warnings.push_back(std::string(name) + "='" + f + "' is not a fault point; ignored");

@@ -1,14 +1,24 @@
 #include "interpose/loader.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
 #include "ggml-backend-impl.h"
+
+// The marker of Note [standin as the real library]: exported from the module
+// (built with hidden visibility) so that another standin can recognise it.
+extern "C" __attribute__((visibility("default"), used)) const char ggml_standin_module_marker[] = "standin";
 
 namespace standin::interpose {
 
@@ -24,6 +34,10 @@ const char * load_error_name(LoadError e) {
         case LoadError::init_returned_null: return "init_returned_null";
         case LoadError::declined:           return "declined_by_score";
         case LoadError::init_crashed:       return "init_crashed";
+        case LoadError::is_standin:         return "is_standin";
+        case LoadError::bad_elf:            return "bad_elf";
+        case LoadError::dlopen_crashed:     return "dlopen_crashed";
+        case LoadError::no_devices:         return "no_devices";
     }
     return "?";
 }
@@ -38,6 +52,83 @@ std::string self_path() {
 
 namespace {
 
+// --- the crash guard around dlopen and the real ggml_backend_init ---------------
+
+thread_local void * t_initialising = nullptr;  // handle whose ggml_backend_init runs now
+
+const char *     g_guarded_path  = nullptr;
+const char *     g_guarded_stage = nullptr;  // the typed error the report names
+struct sigaction g_prev[32];
+const int        kGuarded[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+void write_str(const char * s) { (void) !write(STDERR_FILENO, s, strlen(s)); }
+
+// Async-signal-safe: only write(2), then the previous disposition runs.
+void on_guarded_crash(int sig) {
+    write_str("standin: the real library crashed ");
+    write_str(g_guarded_stage != nullptr ? g_guarded_stage : "?");
+    write_str(": ");
+    write_str(g_guarded_path != nullptr ? g_guarded_path : "?");
+    write_str(sig == SIGABRT ? " (SIGABRT)\n" : sig == SIGSEGV ? " (SIGSEGV)\n" : sig == SIGBUS ? " (SIGBUS)\n"
+                                                                                           : " (fatal signal)\n");
+    sigaction(sig, &g_prev[sig], nullptr);
+    raise(sig);
+}
+
+class CrashGuard {
+public:
+    // `stage` is a string literal: what the report says was running.
+    CrashGuard(const char * path, const char * stage) {
+        g_guarded_path  = path;
+        g_guarded_stage = stage;
+        struct sigaction sa {};
+        sa.sa_handler = on_guarded_crash;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND;
+        for (int s : kGuarded) sigaction(s, &sa, &g_prev[s]);
+    }
+    ~CrashGuard() {
+        for (int s : kGuarded) sigaction(s, &g_prev[s], nullptr);
+        g_guarded_path  = nullptr;
+        g_guarded_stage = nullptr;
+    }
+};
+
+constexpr const char * kInitStage   = "inside ggml_backend_init (init_crashed)";
+constexpr const char * kScoreStage  = "inside ggml_backend_score (init_crashed)";
+constexpr const char * kDlopenStage = "while the dynamic loader opened it (dlopen_crashed)";
+
+// dlopen as ggml's loader does it (RTLD_LOCAL), with the crash guard: the
+// library's constructors run in there.
+void * guarded_dlopen(const char * path) {
+    CrashGuard guard(path, kDlopenStage);
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+// The same file as this module (a hard or symbolic link counts too).
+bool is_this_module(const std::string & path) {
+    struct stat a {}, b {};
+    const std::string self = self_path();
+    return !self.empty() && ::stat(path.c_str(), &a) == 0 && ::stat(self.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+// True when the object behind `handle` itself defines kStandinMarker (not one
+// of its dependencies, which dlsym also searches).
+bool exports_marker(void * handle) {
+    void * sym = dlsym(handle, kStandinMarker);
+    if (sym == nullptr) {
+        return false;
+    }
+    Dl_info    info{};
+    link_map * map = nullptr;
+    if (dladdr(sym, &info) == 0 || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr) {
+        return true;  // cannot tell whose it is: a standin is in the way either way
+    }
+    return info.dli_fbase == reinterpret_cast<void *>(map->l_addr) ||
+           (info.dli_fname != nullptr && map->l_name != nullptr && std::strcmp(info.dli_fname, map->l_name) == 0);
+}
+
 // "libggml-cpu-standin.so" -> "cpu"; "" when this module is not a replacement.
 std::string replaced_backend_name() {
     const std::string file = fs::path(self_path()).filename().string();
@@ -51,9 +142,15 @@ std::string replaced_backend_name() {
 
 // Score of a candidate, opened the way ggml's loader does (RTLD_LOCAL). A
 // library without ggml_backend_score counts as 1, as ggml's plain fallback does.
+// A damaged file or another standin build scores 0: it is never opened, or
+// its code never runs (Note [standin as the real library]).
 int candidate_score(const fs::path & p) {
-    void * h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) {
+    std::string why;
+    if (!check_elf_file(p.string(), why) || is_this_module(p.string())) {
+        return 0;
+    }
+    void * h = guarded_dlopen(p.c_str());
+    if (h == nullptr || exports_marker(h)) {
         return 0;
     }
     auto fn = reinterpret_cast<int (*)()>(dlsym(h, "ggml_backend_score"));
@@ -91,41 +188,6 @@ Candidate best_beside_self(const std::string & name) {
     return best;
 }
 
-// --- the crash guard around the real ggml_backend_init --------------------------
-
-thread_local void * t_initialising = nullptr;  // handle whose ggml_backend_init runs now
-
-const char *     g_guarded_path = nullptr;
-struct sigaction g_prev[32];
-const int        kGuarded[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-
-void write_str(const char * s) { (void) !write(STDERR_FILENO, s, strlen(s)); }
-
-// Async-signal-safe: only write(2), then the previous disposition runs.
-void on_init_crash(int sig) {
-    write_str("standin: the real library crashed inside ggml_backend_init (init_crashed): ");
-    write_str(g_guarded_path != nullptr ? g_guarded_path : "?");
-    write_str(sig == SIGABRT ? " (SIGABRT)\n" : sig == SIGSEGV ? " (SIGSEGV)\n" : " (fatal signal)\n");
-    sigaction(sig, &g_prev[sig], nullptr);
-    raise(sig);
-}
-
-class InitCrashGuard {
-public:
-    explicit InitCrashGuard(const char * path) {
-        g_guarded_path = path;
-        struct sigaction sa {};
-        sa.sa_handler = on_init_crash;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND;
-        for (int s : kGuarded) sigaction(s, &sa, &g_prev[s]);
-    }
-    ~InitCrashGuard() {
-        for (int s : kGuarded) sigaction(s, &g_prev[s], nullptr);
-        g_guarded_path = nullptr;
-    }
-};
-
 } // namespace
 
 std::string locate_real_library(const std::string & configured, std::string & why) {
@@ -157,6 +219,95 @@ int replace_mode_score() {
     return c.score + 1;
 }
 
+namespace {
+
+// True when [off, off + len) lies inside a file of `size` bytes (no overflow).
+bool inside(std::uint64_t off, std::uint64_t len, std::uint64_t size) { return off <= size && len <= size - off; }
+
+bool read_at(int fd, void * dst, std::size_t n, std::uint64_t off) {
+    std::size_t got = 0;
+    while (got < n) {
+        ssize_t k = ::pread(fd, static_cast<char *>(dst) + got, n - got, static_cast<off_t>(off + got));
+        if (k <= 0) {
+            return false;
+        }
+        got += static_cast<std::size_t>(k);
+    }
+    return true;
+}
+
+std::string where(const char * what, std::size_t i, std::uint64_t end, std::uint64_t size) {
+    return std::string(what) + " " + std::to_string(i) + " ends at byte " + std::to_string(end) + " of a " +
+           std::to_string(size) + "-byte file (truncated or damaged)";
+}
+
+} // namespace
+
+bool check_elf_file(const std::string & path, std::string & why) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        why = "cannot open " + path + ": " + std::strerror(errno);
+        return false;
+    }
+    struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        why = path + " is not a regular file";
+        return false;
+    }
+    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    Elf64_Ehdr eh{};
+    if (!read_at(fd, &eh, sizeof(eh), 0) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+        why = path + " is not an ELF file";
+        return false;
+    }
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
+        why = path + " is not a 64-bit ELF file";
+        return false;
+    }
+    if (eh.e_type != ET_DYN) {
+        why = path + " is not a shared library (ELF type " + std::to_string(eh.e_type) + ")";
+        return false;
+    }
+    if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+        !inside(eh.e_phoff, std::uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr), size)) {
+        why = path + ": its program header table lies outside the file (truncated or damaged)";
+        return false;
+    }
+    std::vector<Elf64_Phdr> ph(eh.e_phnum);
+    if (!read_at(fd, ph.data(), ph.size() * sizeof(Elf64_Phdr), eh.e_phoff)) {
+        why = path + ": cannot read its program headers";
+        return false;
+    }
+    for (std::size_t i = 0; i < ph.size(); ++i) {
+        // Every byte a segment maps from the file must exist: a page past the
+        // end is mapped all the same, and touching it raises SIGBUS.
+        if (ph[i].p_filesz > 0 && !inside(ph[i].p_offset, ph[i].p_filesz, size)) {
+            why = path + ": " + where("segment", i, ph[i].p_offset + ph[i].p_filesz, size);
+            return false;
+        }
+    }
+    if (eh.e_shnum == 0) {
+        return true;  // no section headers (allowed: the loader does not need them)
+    }
+    if (eh.e_shentsize != sizeof(Elf64_Shdr) || !inside(eh.e_shoff, std::uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr), size)) {
+        why = path + ": its section header table lies outside the file (truncated or damaged)";
+        return false;
+    }
+    std::vector<Elf64_Shdr> sh(eh.e_shnum);
+    if (!read_at(fd, sh.data(), sh.size() * sizeof(Elf64_Shdr), eh.e_shoff)) {
+        why = path + ": cannot read its section headers";
+        return false;
+    }
+    for (std::size_t i = 0; i < sh.size(); ++i) {
+        if (sh[i].sh_type != SHT_NOBITS && sh[i].sh_size > 0 && !inside(sh[i].sh_offset, sh[i].sh_size, size)) {
+            why = path + ": " + where("section", i, sh[i].sh_offset + sh[i].sh_size, size);
+            return false;
+        }
+    }
+    return true;
+}
+
 RealLibrary load_real_library(const std::string & path) {
     RealLibrary r;
     r.path = path;
@@ -166,12 +317,28 @@ RealLibrary load_real_library(const std::string & path) {
         r.detail = path.empty() ? "no real library configured" : "no such file: " + path;
         return r;
     }
+    if (is_this_module(path)) {
+        r.error  = LoadError::is_standin;
+        r.detail = path + " is this standin module itself, not a real backend";
+        return r;
+    }
+    if (!check_elf_file(path, r.detail)) {
+        r.error = LoadError::bad_elf;
+        return r;
+    }
     dlerror();
-    r.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    r.handle = guarded_dlopen(path.c_str());
     if (r.handle == nullptr) {
         const char * e = dlerror();
         r.error  = LoadError::dlopen_failed;
         r.detail = e != nullptr ? e : "dlopen failed";
+        return r;
+    }
+    if (exports_marker(r.handle)) {
+        // Left open: its constructors ran, and a module is never unloaded (Note [real library]).
+        r.error  = LoadError::is_standin;
+        r.detail = path + " is a standin build, not a real backend";
+        r.handle = nullptr;
         return r;
     }
     auto init  = reinterpret_cast<ggml_backend_init_t>(dlsym(r.handle, "ggml_backend_init"));
@@ -181,14 +348,19 @@ RealLibrary load_real_library(const std::string & path) {
         r.detail = "no ggml_backend_init in " + path + ": not a ggml backend library";
         return r;
     }
-    if (score != nullptr && score() == 0) {
+    int score_value = 1;
+    if (score != nullptr) {
+        CrashGuard guard(path.c_str(), kScoreStage);
+        score_value = score();
+    }
+    if (score_value == 0) {
         r.error  = LoadError::declined;
         r.detail = path + " reports it is not supported on this machine (score 0)";
         return r;
     }
     ggml_backend_reg * reg = nullptr;
     {
-        InitCrashGuard guard(path.c_str());
+        CrashGuard guard(path.c_str(), kInitStage);
         t_initialising = r.handle;
         reg = init();
         t_initialising = nullptr;
@@ -202,6 +374,12 @@ RealLibrary load_real_library(const std::string & path) {
         r.error  = LoadError::api_version;
         r.detail = "API version " + std::to_string(reg->api_version) + " in " + path + ", standin speaks " +
                    std::to_string(GGML_BACKEND_API_VERSION);
+        return r;
+    }
+    if (reg->iface.get_device_count == nullptr || reg->iface.get_device_count(reg) == 0) {
+        r.error  = LoadError::no_devices;
+        r.detail = path + " offers no devices (" + (reg->iface.get_name != nullptr ? reg->iface.get_name(reg) : "?") +
+                   " registry); nothing to interpose";
         return r;
     }
     r.reg   = reg;
@@ -218,7 +396,7 @@ RealLibrary adopt_linked_library(RegFn fn, const char * symbol) {
     r.path = dladdr(reinterpret_cast<void *>(fn), &info) != 0 && info.dli_fname != nullptr ? info.dli_fname : symbol;
     ggml_backend_reg * reg = nullptr;
     {
-        InitCrashGuard guard(r.path.c_str());
+        CrashGuard guard(r.path.c_str(), kInitStage);
         reg = fn();
     }
     if (reg == nullptr) {

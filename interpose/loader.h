@@ -21,6 +21,10 @@ enum class LoadError {
     init_returned_null, // ggml_backend_init returned NULL
     declined,           // ggml_backend_score returned 0 (not supported on this machine)
     init_crashed,       // ggml_backend_init raised a fatal signal (reported, then the process dies)
+    is_standin,         // the file is this module, or another standin build (Note [standin as the real library])
+    bad_elf,            // not an ELF file, or a damaged one (truncated: parts lie past its end)
+    dlopen_crashed,     // the dynamic loader or the library's constructors raised a fatal signal (reported, then death)
+    no_devices,         // the registry offers no device: nothing to interpose
 };
 
 const char * load_error_name(LoadError e);
@@ -43,9 +47,27 @@ struct RealLibrary {
 // libggml-<name>-*.so or libggml-<name>.so beside it. Empty when none applies.
 std::string locate_real_library(const std::string & configured, std::string & why);
 
-// Opens and initialises a real library. Never throws; a crash inside the real
-// ggml_backend_init is reported (LoadError::init_crashed) before the process
-// dies with the original signal.
+// Note [standin as the real library]
+// GGML_STANDIN_REAL may name this module itself, or a copy of it. Calling its
+// ggml_backend_init would re-enter standin's own registry while it is being
+// built: the same file deadlocks on the registry's once-flag, a copy reads the
+// same variable and opens itself. So a standin build is recognised before its
+// init runs: by the file's identity (device and inode of this module) before
+// dlopen, and by kStandinMarker, a symbol only standin exports, after it.
+
+// The symbol every standin module exports and no other library does.
+inline constexpr const char * kStandinMarker = "ggml_standin_module_marker";
+
+// Checks that `path` is a well-formed ELF file of this process's class: its
+// header, program headers, segments and sections lie inside the file. A
+// truncated library passes dlopen's own checks, then dies of SIGBUS when its
+// missing pages are touched; this catches it first. false with `why` set.
+bool check_elf_file(const std::string & path, std::string & why);
+
+// Opens and initialises a real library. Never throws; a damaged file
+// (bad_elf) and a standin build (is_standin) are refused before anything of
+// them runs; a crash inside dlopen or the real ggml_backend_init is reported
+// (dlopen_crashed, init_crashed) before the process dies with the original signal.
 RealLibrary load_real_library(const std::string & path);
 
 // The handle of the real library whose ggml_backend_init this thread is

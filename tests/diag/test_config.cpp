@@ -99,6 +99,20 @@ TEST(Config, PerturbFaultNamesOneOp) {
     EXPECT_FALSE(bare.perturbs(""));
 }
 
+// perturb:OP with a name no node can have would plant nothing, silently: it
+// is refused with a warning. Unary and GLU names count (ggml_op_desc gives them).
+TEST(Config, PerturbOfAnUnknownOpIsAWarning) {
+    Config nope = parse({{"GGML_STANDIN_FAULT", "perturb:NOPE"}});
+    ASSERT_EQ(nope.warnings.size(), 1u);
+    EXPECT_NE(nope.warnings[0].find("'NOPE' is not a ggml op name"), std::string::npos) << nope.warnings[0];
+    EXPECT_TRUE(nope.fault.empty());
+    for (const char * op : {"perturb:MUL_MAT", "perturb:SILU", "perturb:SWIGLU"}) {
+        Config c = parse({{"GGML_STANDIN_FAULT", op}});
+        EXPECT_TRUE(c.warnings.empty()) << op;
+        EXPECT_EQ(c.fault, op);
+    }
+}
+
 // Note [config table]: the names parse_config asks the environment for are
 // exactly the listed names (but the tools' GGML_STANDIN_SWARM_*, which only
 // the tools read), so no variable is read without being known, or known

@@ -4,6 +4,7 @@
 //   FAKE_API_VERSION  a registry of another API version
 //   FAKE_NULL         ggml_backend_init returns NULL
 //   FAKE_ABORT        ggml_backend_init aborts
+//   FAKE_CTOR_ABORT   the library's constructor aborts, inside dlopen
 #include <cstdlib>
 
 #include "ggml-backend-impl.h"
@@ -25,10 +26,16 @@ FAKE_EXPORT ggml_backend_reg_t ggml_backend_init(void) {
     return nullptr;
 #elif defined(FAKE_ABORT)
     std::abort();
+#elif defined(FAKE_CTOR_ABORT)
+    return nullptr;  // never reached: the constructor below ran first
 #else
 #error "choose a FAKE_* behaviour"
 #endif
 }
 #else
 FAKE_EXPORT int fake_real_library_marker(void) { return 42; }
+#endif
+
+#ifdef FAKE_CTOR_ABORT
+__attribute__((constructor)) static void fake_constructor_aborts() { std::abort(); }
 #endif

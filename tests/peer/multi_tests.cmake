@@ -62,3 +62,14 @@ add_test(NAME multi.tensor.host_buffers_refused
 set_tests_properties(multi.tensor.host_buffers_refused PROPERTIES LABELS multi TIMEOUT 60
     FIXTURES_REQUIRED model_tiny_f32
     PASS_REGULAR_EXPRESSION "set GGML_STANDIN_HOST_DISCRETE=1.*exit=2")
+
+# A client's graph cannot take down `standin rpc-server`: a node standin lacks
+# runs on the CPU, a graph nothing runs ends that client's connection only
+# (tests/peer/rpc_guard.sh; with ggml's own rpc-server the first graph kills it).
+add_executable(rpc_client ${HERE}/rpc_client.cpp)
+target_link_libraries(rpc_client PRIVATE ggml::ggml ggml::base)
+set_target_properties(rpc_client PROPERTIES BUILD_RPATH "${STANDIN_LLAMA_BIN_DIR}")
+add_test(NAME multi.rpc.guard
+         COMMAND ${HERE}/rpc_guard.sh standin ${STANDIN} ${PLUGIN} $<TARGET_FILE:rpc_client> ${BIN})
+set_tests_properties(multi.rpc.guard PROPERTIES LABELS multi TIMEOUT 180
+    PASS_REGULAR_EXPRESSION "rpc guard: the server survived a bad graph and served the next client: ok")

@@ -88,8 +88,10 @@ class Daemon {
     }
 
     // Starts the daemon; returns false when it exited or did not answer in 10 s.
-    bool start() {
-        std::vector<std::string> args = {STANDIND_PATH, "--socket", socket_, "--db", db_};
+    bool start() { return start_program(STANDIND_PATH); }
+    // The same with another copy of the daemon's binary.
+    bool start_program(const std::string & program) {
+        std::vector<std::string> args = {program, "--socket", socket_, "--db", db_};
         args.insert(args.end(), extra_.begin(), extra_.end());
         pid_ = spawn(args, log_);
         return wait_until([&] { return exited() || swarm_test::call(socket_, {{"op", "ping"}}, 1000).value("ok", false); }, 10) &&

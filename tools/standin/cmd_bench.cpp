@@ -286,11 +286,14 @@ CLI::App * add_bench_command(CLI::App & app, BenchOptions & o) {
         ->delimiter(',')->capture_default_str();
     b->add_option("--reference", o.reference, "Configuration the ratios are to")->capture_default_str();
     b->add_option("-m,--model", o.models, "GGUF model (repeat or comma-separate)")->delimiter(',');
-    b->add_option("-p,--n-prompt", o.n_prompt, "Prompt sizes, each a pp test (0: none)")->delimiter(',')->capture_default_str();
-    b->add_option("-n,--n-gen", o.n_gen, "Generation lengths, each a tg test (0: none)")->delimiter(',')->capture_default_str();
+    b->add_option("-p,--n-prompt", o.n_prompt, "Prompt sizes, each a pp test (0: none)")->delimiter(',')->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    b->add_option("-n,--n-gen", o.n_gen, "Generation lengths, each a tg test (0: none)")->delimiter(',')->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     b->add_option("--fa", o.fa, "Flash attention values, 0 and/or 1")->delimiter(',')->capture_default_str();
-    b->add_option("-r,--reps", o.reps, "Repetitions (each runs every configuration once)")->capture_default_str();
-    b->add_option("-t,--threads", o.threads, "llama-bench -t (0: its default)");
+    b->add_option("-r,--reps", o.reps, "Repetitions (each runs every configuration once)")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    b->add_option("-t,--threads", o.threads, "llama-bench -t (0: its default)")->check(CLI::NonNegativeNumber);
     b->add_option("--llama-bench-args", o.extra, "More llama-bench arguments, e.g. \"-ub,256\"")->delimiter(',');
     b->add_option("--llama-bench", o.llama_bench, "llama-bench to run (default: the pinned build's)");
     b->add_option("--test-backend-ops", o.test_backend_ops, "test-backend-ops for --ops (default: beside llama-bench)");
@@ -303,7 +306,7 @@ CLI::App * add_bench_command(CLI::App & app, BenchOptions & o) {
     b->add_option("--work", o.work, "Scratch folder: logs, app folder (default: OUT/work)");
     b->add_option("--gate", o.gate, "Floors file: exit 3 and name each broken floor");
     b->add_option("--from", o.from, "Re-report (and re-gate) a bench.json instead of running");
-    b->add_option("--timeout", o.timeout, "Seconds one run may take")->capture_default_str();
+    b->add_option("--timeout", o.timeout, "Seconds one run may take")->capture_default_str()->check(CLI::PositiveNumber);
     b->add_flag("--print-commands", o.print_commands, "Print the commands in run order and exit");
     b->add_option("--container", o.container, "Run each benchmark in a container of this image");
     b->add_option("--engine", o.engine, "Container engine: docker or podman")->capture_default_str()
@@ -364,6 +367,15 @@ int bench_main(const BenchOptions & o) {
                 return 2;
             }
         }
+        // The app folder holds copies of llama-bench, the real library and the
+        // plugin: scratch, removed on every way out of here (the logs stay).
+        struct RemoveApp {
+            std::string dir;
+            ~RemoveApp() {
+                std::error_code ec;
+                if (!dir.empty()) fs::remove_all(dir, ec);
+            }
+        } remove_app{host_app ? app_folder(po) : std::string()};
         if (host_app) {
             if (std::string e = prepare_app_folder(po); !e.empty()) {
                 std::fprintf(stderr, "bench: %s\n", e.c_str());

@@ -44,8 +44,13 @@ int cmd_devices(const DevicesOptions & opt) {
     nlohmann::json out;
     out["plugin"] = l.plugin_path;
     out["mode"]   = reg_feature(l.standin, "MODE");
-    out["cuda_compiled"] = reg_feature(l.standin, "CUDA") == "1";
+    // An interposed registry reports the real library's features instead of
+    // standin's build and configuration: those keys are then absent, not empty.
+    const std::string cuda = reg_feature(l.standin, "CUDA");
+    out["cuda_compiled"] = cuda.empty() ? nlohmann::json(nullptr) : nlohmann::json(cuda == "1");
     out["config"] = reg_feature(l.standin, "CONFIG");
+    out["real"]   = reg_feature(l.standin, "REAL");
+    out["fallback"] = reg_feature(l.standin, "FALLBACK");
     out["devices"] = nlohmann::json::array();
     for (size_t i = 0; i < ggml_backend_reg_dev_count(l.standin); ++i) {
         ggml_backend_dev_t dev = ggml_backend_reg_dev_get(l.standin, i);
@@ -70,10 +75,13 @@ int cmd_devices(const DevicesOptions & opt) {
         std::printf("%s\n", out.dump(2).c_str());
         return 0;
     }
-    std::printf("plugin: %s\nmode:   %s\nconfig: %s\n", l.plugin_path.c_str(), out["mode"].get<std::string>().c_str(),
-                out["config"].get<std::string>().c_str());
+    std::printf("plugin: %s\nmode:   %s\n", l.plugin_path.c_str(), out["mode"].get<std::string>().c_str());
+    for (const char * key : {"real", "config", "fallback"}) {
+        const std::string v = out[key].get<std::string>();
+        if (!v.empty()) std::printf("%-7s %s\n", (std::string(key) + ":").c_str(), v.c_str());
+    }
     std::printf("%zu device(s)%s\n", out["devices"].size(),
-                out["cuda_compiled"].get<bool>() ? "" : " (this build has no CUDA support)");
+                out["cuda_compiled"] == false ? " (this build has no CUDA support)" : "");
     for (const auto & d : out["devices"]) {
         std::printf("\n%s  [%s]  %s\n", d["name"].get<std::string>().c_str(), d["type"].get<std::string>().c_str(),
                     d["description"].get<std::string>().c_str());

@@ -5,8 +5,11 @@
 //
 // Everything goes through the daemon's socket (tools/swarm/client.h); nothing
 // here reads the database.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -87,15 +90,30 @@ std::string secs(const json & a, const json & b) {
     return buf;
 }
 
-// Sends one request; prints a failure and returns nullopt-like empty json on error.
+int client_timeout_ms(const SwarmOptions & o) { return static_cast<int>(o.client_timeout * 1000); }
+
+// Sends one request and reads its reply; prints a failure (exit 2: the daemon
+// could not be reached or did not answer in time; 1: it answered with an
+// error). A `busy` daemon (every request slot taken) is asked again until the
+// client timeout has passed.
 int call(const SwarmOptions & o, const json & req, json & reply,
-         const std::function<void(const json &)> & on_event = nullptr, int timeout_ms = 30000) {
-    try {
-        swarm::Client c(o.socket.empty() ? swarm::default_socket_path() : o.socket, timeout_ms);
-        reply = c.call(req, on_event);
-    } catch (const swarm::ClientError & e) {
-        std::fprintf(stderr, "standin swarm: %s\n", e.what());
-        return 2;
+         const std::function<void(const json &)> & on_event = nullptr, int timeout_ms = 0) {
+    if (timeout_ms <= 0) timeout_ms = client_timeout_ms(o);
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(std::min(timeout_ms, client_timeout_ms(o)));
+    for (int wait_ms = 50;; wait_ms = std::min(wait_ms * 2, 1000)) {
+        try {
+            swarm::Client c(o.socket.empty() ? swarm::default_socket_path() : o.socket, timeout_ms);
+            reply = c.call(req, on_event);
+        } catch (const swarm::ClientError & e) {
+            std::fprintf(stderr, "standin swarm: %s\n", e.what());
+            return 2;
+        }
+        if (reply.value("error", std::string()) != swarm::err::busy ||
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms) >= give_up) {
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
     }
     if (!reply.value("ok", false)) {
         std::fprintf(stderr, "standin swarm: %s [%s]\n", reply.value("message", std::string("error")).c_str(),
@@ -121,9 +139,10 @@ int do_logs(const SwarmOptions & o, std::int64_t session, bool follow, bool prin
     if (o.job > 0) req["job"] = o.job;
     if (follow) req["follow"] = true;
     json reply;
-    // Following has no time limit: the daemon's heartbeats keep the stream alive.
+    // Following has no overall limit, but the daemon sends a heartbeat every
+    // few seconds of quiet: a longer silence means it is stopped or stuck.
     int rc = call(o, req, reply, [&](const json & e) { if (print) print_log(e, o.job == 0); },
-                  follow ? 24 * 3600 * 1000 : 30000);
+                  follow ? std::max(client_timeout_ms(o), 30000) : 0);
     if (final_state != nullptr && rc == 0) *final_state = reply.value("state", "");
     return rc;
 }
@@ -205,7 +224,7 @@ int ls(const SwarmOptions & o) {
     if (o.limit > 0) req["limit"] = o.limit;
     if (o.ids) req["ids"] = true;
     json reply;
-    if (int rc = call(o, req, reply, nullptr, o.ids ? 3000 : 30000)) return rc;
+    if (int rc = call(o, req, reply, nullptr, o.ids ? std::min(3000, client_timeout_ms(o)) : 0)) return rc;
     if (o.ids) {
         for (const json & id : reply["ids"]) std::printf("%lld\n", id.get<long long>());
         return 0;
@@ -282,6 +301,10 @@ CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & o) {
     sw->require_subcommand(1);
     sw->add_option("--socket", o.socket, "standind's socket (default: GGML_STANDIN_SWARM_SOCKET, "
                                          "$XDG_RUNTIME_DIR/standind.sock or ~/.cache/standin/standind.sock)");
+    sw->add_option("--client-timeout", o.client_timeout,
+                   "Seconds to wait for the daemon to accept and answer (a follow waits this long, at least 30 s, "
+                   "between lines)")
+        ->capture_default_str()->check(CLI::Range(0.1, 86400.0));
 
     CLI::App * sub = sw->add_subcommand("submit", "Submit a session: --job 'KIND[@DEVICE] ARGS...', --file, or -- COMMAND");
     sub->add_option("--name", o.name, "Session name (default: its job kinds)");
@@ -291,7 +314,7 @@ CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & o) {
     sub->add_option("--kind", o.kind, "Kind of the job given after --")->capture_default_str()
         ->check(CLI::IsMember(swarm::builtin_kinds()));
     sub->add_option("--device", o.device, "Device of the job given after -- (a worker's device or any)")->capture_default_str();
-    sub->add_option("--timeout", o.timeout, "Per-job time limit, seconds (0 = none)");
+    sub->add_option("--timeout", o.timeout, "Per-job time limit, seconds (0 = none)")->check(CLI::NonNegativeNumber);
     sub->add_flag("--wait", o.wait, "Wait for the session to end; exit 0 only when every job is done");
     sub->add_flag("-f,--follow", o.wait_logs, "Wait, printing the jobs' output as it comes");
     sub->add_flag("--json", o.json, "Print JSON");
@@ -299,7 +322,7 @@ CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & o) {
 
     CLI::App * ls = sw->add_subcommand("ls", "List sessions");
     ls->add_option("--state", o.state, "Only sessions in this state")->check(CLI::IsMember(swarm::session_states()));
-    ls->add_option("--limit", o.limit, "Only the newest N");
+    ls->add_option("--limit", o.limit, "Only the newest N (0 = all)")->check(CLI::NonNegativeNumber);
     ls->add_flag("--json", o.json, "Print JSON");
     ls->add_flag("--ids", o.ids, "Print session ids only (for shell completion)")->group("");
 
@@ -309,7 +332,7 @@ CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & o) {
 
     CLI::App * logs = sw->add_subcommand("logs", "Print a session's logs");
     logs->add_option("session", o.session, "Session id")->required()->type_name("SESSION");
-    logs->add_option("--job", o.job, "Only this job (1-based index)");
+    logs->add_option("--job", o.job, "Only this job (1-based index)")->check(CLI::PositiveNumber);
     logs->add_flag("-f,--follow", o.follow, "Keep printing until the session ends");
 
     for (const char * name : {"cancel", "retry", "resume"}) {
@@ -318,7 +341,9 @@ CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & o) {
                                                           : "Re-queue a session's interrupted and cancelled jobs";
         CLI::App * c = sw->add_subcommand(name, what);
         c->add_option("session", o.session, "Session id")->required()->type_name("SESSION");
-        if (std::string(name) != "resume") c->add_option("--job", o.job, "Only this job (1-based index)");
+        if (std::string(name) != "resume") {
+            c->add_option("--job", o.job, "Only this job (1-based index)")->check(CLI::PositiveNumber);
+        }
     }
 
     CLI::App * comp = sw->add_subcommand("completion", "Print a shell completion script for standin");

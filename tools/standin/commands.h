@@ -101,6 +101,19 @@ struct AbOptions {
 };
 int cmd_ab(AbOptions opt);
 
+// `rpc-server`: standin devices served over ggml-rpc, guarded so that no
+// client's graph can take the server down (cmd_rpc_server.cpp).
+struct RpcServerOptions {
+    std::string              plugin;
+    std::string              host = "127.0.0.1";
+    int                      port = 50052;
+    std::vector<std::string> devices{"STANDIN_HOST0"};
+    int                      threads = 0;     // 0 = every core
+    std::string              cache;           // ggml-rpc's tensor cache folder (empty: none)
+    bool                     fallback = true; // nodes the device lacks run on ggml-cpu (host memory)
+};
+int cmd_rpc_server(const RpcServerOptions & opt);
+
 // `swarm` has subcommands of its own (submit, ls, show, logs, cancel, retry,
 // resume, completion): cmd_swarm.cpp registers them and runs the parsed one.
 struct SwarmOptions {
@@ -115,6 +128,7 @@ struct SwarmOptions {
     std::string              device  = "any";
     std::vector<std::string> command;
     double                   timeout = 0;
+    double                   client_timeout = 15;  // seconds: connect and each wait for the daemon
 };
 CLI::App * add_swarm_command(CLI::App & app, SwarmOptions & opt);
 int cmd_swarm(const CLI::App & swarm, const SwarmOptions & opt);

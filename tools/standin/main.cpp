@@ -25,9 +25,11 @@ int main(int argc, char ** argv) {
     auto * graph = app.add_subcommand("graph", "Run a small graph on a standin device and on ggml-cpu, side by side");
     graph->add_option("--plugin", g_opt.plugin, "Path to libggml-standin.so");
     graph->add_option("--device", g_opt.device, "standin device name")->capture_default_str();
-    graph->add_option("--n", g_opt.n, "Elements per tensor (multiple of 1024)")->capture_default_str();
-    graph->add_option("--iters", g_opt.iters, "Timed runs")->capture_default_str();
-    graph->add_option("--threads", g_opt.threads, "Threads for both devices (0 = their default)");
+    graph->add_option("--n", g_opt.n, "Elements per tensor (multiple of 1024)")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    graph->add_option("--iters", g_opt.iters, "Timed runs")->capture_default_str()->check(CLI::PositiveNumber);
+    graph->add_option("--threads", g_opt.threads, "Threads for both devices (0 = their default)")
+        ->check(CLI::NonNegativeNumber);
     graph->add_flag("--json", g_opt.json, "Print JSON");
 
     MatmulOptions mt_opt;
@@ -53,7 +55,7 @@ int main(int argc, char ** argv) {
     make_model->add_option("--out", mm_opt.out, "Output .gguf file")->required();
     make_model->add_option("--seed", mm_opt.seed, "Random seed")->capture_default_str();
     make_model->add_option("--vocab", mm_opt.vocab, "GGUF to copy the tokenizer.* keys from");
-    make_model->add_option("--threads", mm_opt.threads, "Threads (0 = all cores)");
+    make_model->add_option("--threads", mm_opt.threads, "Threads (0 = all cores)")->check(CLI::NonNegativeNumber);
     make_model->add_flag("--quiet", mm_opt.quiet, "No progress output");
 
     LogitsOptions lg_opt;
@@ -63,11 +65,13 @@ int main(int argc, char ** argv) {
     logits->add_option("--device", lg_opt.device, "Device(s) to offload all layers to (NAME or NAME,NAME,...), or none (CPU only)")
         ->capture_default_str();
     logits->add_option("--prompt", lg_opt.prompt, "Prompt text");
-    logits->add_option("--n-tokens", lg_opt.n_tokens, "Tokens to evaluate (0 = the prompt's; else repeated/cut)");
+    logits->add_option("--n-tokens", lg_opt.n_tokens, "Tokens to evaluate (0 = the prompt's; else repeated/cut)")
+        ->check(CLI::NonNegativeNumber);
     logits->add_option("--out", lg_opt.out, "Write the logits (float32, tokens x vocab) here");
     logits->add_option("--compare", lg_opt.compare, "Logits file of another run: print the NMSE against it");
-    logits->add_option("--max-nmse", lg_opt.max_nmse, "Exit 1 when the NMSE is above this")->capture_default_str();
-    logits->add_option("--threads", lg_opt.threads, "Threads (0 = all cores)");
+    logits->add_option("--max-nmse", lg_opt.max_nmse, "Exit 1 when the NMSE is above this")->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    logits->add_option("--threads", lg_opt.threads, "Threads (0 = all cores)")->check(CLI::NonNegativeNumber);
     logits->add_option("--flash-attn", lg_opt.flash_attn, "on, off or auto")->capture_default_str()
         ->check(CLI::IsMember({"on", "off", "auto"}));
     logits->add_option("--split-mode", lg_opt.split_mode, "How several devices share the model: none, layer or tensor")
@@ -83,20 +87,37 @@ int main(int argc, char ** argv) {
     ab->add_option("--reference", ab_opt.reference, "cpu (ggml-cpu) or real (the library GGML_STANDIN_REAL names)")
         ->capture_default_str()->check(CLI::IsMember({"cpu", "real"}));
     ab->add_option("--prompt", ab_opt.prompt, "Prompt text");
-    ab->add_option("--n-tokens", ab_opt.n_tokens, "Tokens in the batch (the prompt repeated or cut)")->capture_default_str();
-    ab->add_option("--max-nodes", ab_opt.max_nodes, "Compare at most N nodes (0 = all)");
+    ab->add_option("--n-tokens", ab_opt.n_tokens, "Tokens in the batch (the prompt repeated or cut)")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    ab->add_option("--max-nodes", ab_opt.max_nodes, "Compare at most N nodes (0 = all)")->check(CLI::NonNegativeNumber);
     ab->add_option("--ops", ab_opt.ops, "Only these ops, OP,OP,... (e.g. MUL_MAT,SOFT_MAX,SWIGLU)");
-    ab->add_option("--reps", ab_opt.reps, "Timed runs per node and side (median)")->capture_default_str();
+    ab->add_option("--reps", ab_opt.reps, "Timed runs per node and side (median)")->capture_default_str()
+        ->check(CLI::PositiveNumber);
     ab->add_option("--batch-mib", ab_opt.batch_mib, "Replay captured nodes in batches of about this many MiB")
-        ->capture_default_str();
-    ab->add_option("--threads", ab_opt.threads, "Threads for both sides (0 = all cores)");
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    ab->add_option("--threads", ab_opt.threads, "Threads for both sides (0 = all cores)")->check(CLI::NonNegativeNumber);
     ab->add_option("--flash-attn", ab_opt.flash_attn, "on or off")->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
     ab->add_option("--csv", ab_opt.csv, "Write every node's figures here");
-    ab->add_option("--top", ab_opt.top, "Nodes in the worst-NMSE table")->capture_default_str();
+    ab->add_option("--top", ab_opt.top, "Nodes in the worst-NMSE table")->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     ab->add_option("--max-nmse", ab_opt.max_nmse, "Exit 1 when a node's NMSE is above this");
     ab->add_option("--expect-ops", ab_opt.expect_ops, "Exit 1 unless each of OP,OP,... was compared");
     ab->add_flag("--verbose", ab_opt.verbose, "Show llama.cpp's log");
+
+    RpcServerOptions rs_opt;
+    auto * rpc_server = app.add_subcommand("rpc-server", "Serve standin devices over ggml-rpc; no client's graph can take the server down");
+    rpc_server->add_option("--plugin", rs_opt.plugin, "Path to libggml-standin.so");
+    rpc_server->add_option("-H,--host", rs_opt.host, "Address to listen on (the protocol has no authentication)")
+        ->capture_default_str();
+    rpc_server->add_option("-p,--port", rs_opt.port, "TCP port")->capture_default_str()->check(CLI::Range(1, 65535));
+    rpc_server->add_option("-d,--device", rs_opt.devices, "Devices to serve, comma-separated")->delimiter(',')
+        ->capture_default_str();
+    rpc_server->add_option("-t,--threads", rs_opt.threads, "Threads per backend (0 = all cores)")
+        ->check(CLI::NonNegativeNumber);
+    rpc_server->add_option("-c,--cache", rs_opt.cache, "ggml-rpc's local tensor cache folder");
+    rpc_server->add_flag("!--no-fallback", rs_opt.fallback, "Nodes the device lacks end the client's connection "
+                                                           "instead of running on ggml-cpu");
 
     SwarmOptions sw_opt;
     auto * swarm = add_swarm_command(app, sw_opt);
@@ -125,6 +146,10 @@ int main(int argc, char ** argv) {
         return cmd_ab(ab_opt);
     }
     if (*swarm) return cmd_swarm(*swarm, sw_opt);
+    if (*rpc_server) {
+        if (rs_opt.plugin.empty()) rs_opt.plugin = default_plugin_path();
+        return cmd_rpc_server(rs_opt);
+    }
     if (*bench) return cmd_bench(bn_opt);
     return 2;
 }

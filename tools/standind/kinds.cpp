@@ -132,7 +132,12 @@ std::vector<std::string> Kinds::names() const {
     return out;
 }
 
-std::string Kinds::subst(const std::string & s, const std::string & device) const {
+std::string Kinds::var(const std::string & name) const {
+    auto it = vars_.find(name);
+    return it != vars_.end() ? it->second : std::string();
+}
+
+std::string Kinds::subst(const std::string & s, const std::string & device, bool * used_plugin) const {
     std::string out;
     for (std::size_t i = 0; i < s.size();) {
         bool hit = false;
@@ -142,6 +147,7 @@ std::string Kinds::subst(const std::string & s, const std::string & device) cons
                 std::string key = ph.substr(1, ph.size() - 2);
                 auto        v   = vars_.find(key);
                 out += key == "device" ? device : (v != vars_.end() ? v->second : std::string());
+                if (key == "plugin" && used_plugin != nullptr) *used_plugin = true;
                 i += ph.size();
                 hit = true;
                 break;
@@ -162,11 +168,14 @@ Command Kinds::build(const std::string & kind, const std::vector<std::string> & 
         if (a == "{args}") {
             c.argv.insert(c.argv.end(), args.begin(), args.end());
         } else {
-            c.argv.push_back(subst(a, device));
+            c.argv.push_back(subst(a, device, &c.uses_plugin));
         }
     }
     for (const auto & [k, v] : t.env) {
-        c.env[k] = subst(v, device);
+        bool used = false;
+        c.env[k]  = subst(v, device, &used);
+        // A job that sets the variable itself runs against its own choice.
+        c.uses_plugin = c.uses_plugin || (used && job_env.count(k) == 0);
     }
     for (const auto & [k, v] : job_env) {
         c.env[k] = v;  // the job's own settings win over the template's

@@ -27,6 +27,7 @@ struct Template {
 struct Command {
     std::vector<std::string>           argv;
     std::map<std::string, std::string> env;  // added to the daemon's environment
+    bool                               uses_plugin = false;  // the template names {plugin}
 };
 
 class Kinds {
@@ -38,6 +39,8 @@ class Kinds {
     void apply(const nlohmann::json & config);
 
     bool                     has(const std::string & kind) const { return kinds_.count(kind) != 0; }
+    // A variable's value ({standin}, {bin}, {plugin}); "" when unset.
+    std::string              var(const std::string & name) const;
     std::vector<std::string> names() const;
 
     // The command line of a job of `kind` on `device` (a worker's device, never "any").
@@ -45,7 +48,7 @@ class Kinds {
                   const std::map<std::string, std::string> & job_env, const std::string & device) const;
 
   private:
-    std::string subst(const std::string & s, const std::string & device) const;
+    std::string subst(const std::string & s, const std::string & device, bool * used_plugin) const;
 
     std::map<std::string, std::string> vars_;
     std::map<std::string, Template>    kinds_;

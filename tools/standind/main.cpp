@@ -3,8 +3,9 @@
 // keeps sessions, jobs, logs and results in SQLite.
 //
 // Start-up order matters: the database lock first (a second daemon on the same
-// database exits here, touching nothing), then the database and the recovery of
-// jobs a killed daemon left running, then the socket, then the workers.
+// database exits here, touching nothing), then the database (checked whole)
+// and the recovery of jobs a killed daemon left running, then the socket, then
+// the workers.
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -42,6 +43,7 @@ struct Options {
     double                   min_free_mb  = 16;
     std::size_t              max_log_lines = 200000;
     int                      max_clients   = 64;
+    double                   first_request_s = 5;
 };
 
 void make_parent_dirs(const std::string & file) {
@@ -60,39 +62,84 @@ std::string self_dir() {
     return p.substr(0, p.find_last_of('/'));
 }
 
-// The single-instance lock: flock on DB.lock, held for the daemon's life (the
-// descriptor is close-on-exec, so no job inherits it). Returns the fd, or -1
-// after printing why.
+// The single-instance lock: flock(LOCK_EX) on the database file itself, held
+// for the daemon's life and released by the kernel when the process ends, how
+// ever it ends. A lock file's existence proves nothing (it can be deleted
+// while its daemon runs; a second daemon would then recover, and kill, the
+// first one's running jobs), and a lock on a file beside the database guards
+// a name, not the database. flock locks are apart from SQLite's own fcntl
+// locks on local file systems. The descriptor is close-on-exec, so no job
+// inherits it, and it is never closed: closing any descriptor of the database
+// would drop SQLite's fcntl locks (POSIX semantics), so it lives until exit.
+// DB.lock only holds the pid, for the message a refused daemon prints.
+// Returns the fd, or -1 after printing why.
 int take_lock(const std::string & db) {
-    std::string path = db + ".lock";
-    int         fd   = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = ::open(db.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
-        std::fprintf(stderr, "standind: cannot open lock file %s: %s\n", path.c_str(), std::strerror(errno));
+        std::fprintf(stderr, "standind: cannot open database %s: %s\n", db.c_str(), std::strerror(errno));
         return -1;
     }
+    const std::string pid_file = db + ".lock";
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        char    pid[32] = {0};
-        ssize_t n       = ::pread(fd, pid, sizeof(pid) - 1, 0);
-        std::fprintf(stderr, "standind: database %s is in use by another standind%s%s%s; stop it first or use --db\n",
-                     db.c_str(), n > 0 ? " (pid " : "", n > 0 ? std::string(pid, static_cast<std::size_t>(n)).c_str() : "",
-                     n > 0 ? ")" : "");
-        ::close(fd);
+        int         e = errno;
+        std::string pid;
+        if (int pf = ::open(pid_file.c_str(), O_RDONLY | O_CLOEXEC); pf >= 0) {
+            char    buf[32] = {0};
+            ssize_t n       = ::read(pf, buf, sizeof(buf) - 1);
+            if (n > 0) pid.assign(buf, static_cast<std::size_t>(n));
+            ::close(pf);
+        }
+        if (e == EWOULDBLOCK) {
+            std::fprintf(stderr, "standind: database %s is in use by another standind%s%s%s; stop it first or use --db\n",
+                         db.c_str(), pid.empty() ? "" : " (pid ", pid.c_str(), pid.empty() ? "" : ")");
+        } else {
+            std::fprintf(stderr, "standind: cannot lock database %s: %s\n", db.c_str(), std::strerror(e));
+        }
+        ::close(fd);  // nothing of SQLite's is open in this process yet
         return -1;
     }
     std::string me = std::to_string(::getpid());
-    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+    int         pf = ::open(pid_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (pf < 0 || ::write(pf, me.data(), me.size()) < 0) {
         // Only the message of a refused second daemon loses the pid: not fatal.
-        std::fprintf(stderr, "standind: cannot write the pid into %s\n", path.c_str());
+        std::fprintf(stderr, "standind: cannot write the pid into %s\n", pid_file.c_str());
     }
+    if (pf >= 0) ::close(pf);
     return fd;
 }
 
-std::map<std::string, std::string> default_vars() {
-    const char * plugin = std::getenv("GGML_BACKEND_PATH");
+bool is_file(const std::string & p) {
+    struct stat st{};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The plugin the jobs run against ({plugin}), found at run time, never a path
+// fixed at build time: GGML_BACKEND_PATH when set, else the plugin installed
+// beside this daemon (<prefix>/bin/standind with <prefix>/lib/libggml-standin.so,
+// the build tree's layout too, or the same folder). The config's "vars" can
+// still name another. "" when none is found: jobs that need it are refused.
+std::string find_plugin(std::string & how) {
+    if (const char * env = std::getenv("GGML_BACKEND_PATH"); env != nullptr && *env != '\0') {
+        how = "GGML_BACKEND_PATH";
+        return env;
+    }
+    const std::string dir = self_dir();
+    for (const std::string & p : {dir + "/../lib/libggml-standin.so", dir + "/libggml-standin.so"}) {
+        if (is_file(p)) {
+            char buf[4096];
+            how = "beside standind";
+            return ::realpath(p.c_str(), buf) != nullptr ? std::string(buf) : p;
+        }
+    }
+    how = "none found (set GGML_BACKEND_PATH, or vars.plugin in --config)";
+    return {};
+}
+
+std::map<std::string, std::string> default_vars(const std::string & plugin) {
     return {
         {"standin", self_dir() + "/standin"},
         {"bin", STANDIN_GGML_BIN_DIR},
-        {"plugin", plugin != nullptr && *plugin != '\0' ? plugin : STANDIN_PLUGIN_BUILD_PATH},
+        {"plugin", plugin},
     };
 }
 
@@ -103,7 +150,9 @@ int run(const Options & o) {
     if (lock_fd < 0) {
         return kExitOther;
     }
-    Kinds                    kinds(default_vars());
+    std::string              plugin_how;
+    const std::string        plugin = find_plugin(plugin_how);
+    Kinds                    kinds(default_vars(plugin));
     std::vector<std::string> devices = o.devices;
     try {
         if (!o.config.empty()) {
@@ -158,6 +207,7 @@ int run(const Options & o) {
     vopt.socket_path = o.socket_path;
     vopt.max_request = o.max_request;
     vopt.max_clients = o.max_clients;
+    vopt.first_request_s = o.first_request_s;
     Server server(*store, sched, kinds, vopt);
     try {
         server.bind_socket();
@@ -187,13 +237,15 @@ int run(const Options & o) {
     for (const std::string & d : devices) devs += (devs.empty() ? "" : ",") + d;
     dlog("pid %d listening on %s; database %s; workers %s; on interrupt: %s", ::getpid(), o.socket_path.c_str(),
          o.db_path.c_str(), devs.c_str(), o.on_interrupt.c_str());
+    const std::string plugin_now = kinds.var("plugin");
+    dlog("plugin: %s (%s)", plugin_now.empty() ? "-" : plugin_now.c_str(),
+         plugin_now == plugin ? plugin_how.c_str() : "--config");
     sched.start();
     server.serve(stop, wake[0]);
     sched.stop();      // running jobs are stopped and interrupted, by policy
     server.shutdown();
     signals.join();
-    ::close(lock_fd);
-    dlog("stopped");
+    dlog("stopped");  // lock_fd stays open until exit (see take_lock)
     return 0;
 }
 
@@ -221,8 +273,11 @@ int main(int argc, char ** argv) {
     app.add_option("--min-free-mb", o.min_free_mb, "Refuse new work below this free disk space, MiB")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     app.add_option("--max-log-lines", o.max_log_lines, "Log lines kept per job attempt")->capture_default_str();
-    app.add_option("--max-clients", o.max_clients, "Clients served at once")->capture_default_str()
+    app.add_option("--max-clients", o.max_clients, "Requests answered at once (connections waiting between requests do not count)")->capture_default_str()
         ->check(CLI::Range(1, 4096));
+    app.add_option("--first-request-s", o.first_request_s,
+                   "A new connection that sends no complete request within this many seconds is dropped")
+        ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
     CLI11_PARSE(app, argc, argv);
     return run(o);
 }

@@ -10,6 +10,7 @@
 
 #include "tools/standind/dlog.h"
 #include "tools/standind/runner.h"
+#include "tools/standind/sha256.h"
 
 extern char ** environ;
 
@@ -162,6 +163,16 @@ void Scheduler::check_submit(swarm::SessionSpec & spec) const {
         }
         Command     c = kinds_.build(j.kind, j.args, j.env, j.device == "any" ? opt_.devices.front() : j.device);
         std::string why;
+        if (c.uses_plugin) {
+            const std::string plugin = kinds_.var("plugin");
+            struct stat       pst{};
+            if (plugin.empty() || ::stat(plugin.c_str(), &pst) != 0) {
+                throw ProtocolError(swarm::err::bad_request, at + "kind '" + j.kind + "' runs against the plugin, and " +
+                                    (plugin.empty() ? std::string("this daemon found none (start it with GGML_BACKEND_PATH, "
+                                                                  "or set vars.plugin in its --config)")
+                                                    : "its plugin " + plugin + " does not exist"));
+            }
+        }
         if (c.argv.empty() || find_program(c.argv[0], spec.cwd, path_of(c.env), why).empty()) {
             throw ProtocolError(swarm::err::bad_request, at + (c.argv.empty() ? "the command line is empty" : why));
         }
@@ -243,9 +254,20 @@ std::vector<std::string> Scheduler::job_environment(const JobRow & job, const Co
 
 void Scheduler::run_job(const std::string & device, const JobRow & job, std::atomic<bool> & cancel) {
     Command     cmd = kinds_.has(job.kind) ? kinds_.build(job.kind, job.args, job.env, device) : Command{};
-    std::string why = kinds_.has(job.kind) ? "" : "unknown job kind '" + job.kind + "' (the daemon's config changed)";
+    std::string why = !job.spec_error.empty() ? job.spec_error
+                    : kinds_.has(job.kind)    ? ""
+                                              : "unknown job kind '" + job.kind + "' (the daemon's config changed)";
     std::string prog = why.empty() ? find_program(cmd.argv.empty() ? "" : cmd.argv[0], job.cwd, path_of(cmd.env), why)
                                    : "";
+    std::string plugin, plugin_sha;
+    if (why.empty() && cmd.uses_plugin) {
+        // Which build the job tests, on record: the file as it is now, by content.
+        plugin     = kinds_.var("plugin");
+        plugin_sha = plugin.empty() ? "" : sha256_file(plugin, why);
+        if (plugin.empty()) why = "no plugin: this daemon found none (GGML_BACKEND_PATH, or vars.plugin in --config)";
+        else if (plugin_sha.empty()) why = "the plugin is missing: " + why;
+        if (!why.empty()) prog.clear();
+    }
     std::vector<LogLine> pending;
     std::size_t          n_lines = 0, dropped = 0;
     std::string          last_out;
@@ -264,6 +286,14 @@ void Scheduler::run_job(const std::string & device, const JobRow & job, std::ato
     auto sys = [&](const std::string & line) { pending.push_back({"sys", now_s(), line}); };
 
     sys("attempt " + std::to_string(job.attempts) + " on " + device + ": " + join_argv(cmd.argv));
+    if (!plugin_sha.empty()) {
+        sys("plugin " + plugin + " sha256 " + plugin_sha);
+        try {
+            store_.set_job_plugin(job.id, plugin, plugin_sha);
+        } catch (const StoreError & e) {
+            dlog("job %lld: plugin not recorded: %s", static_cast<long long>(job.id), e.what());
+        }
+    }
     RunResult rr;
     double    t0 = mono_s();
     if (prog.empty()) {

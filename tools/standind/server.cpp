@@ -1,11 +1,14 @@
 // The daemon's socket and request handling (see server.h).
 #include "tools/standind/server.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -58,7 +61,9 @@ json job_json(const JobRow & j, const Kinds & kinds) {
                 {"timeout_s", j.timeout_s},
                 {"queued_at", or_null(j.queued_at)},
                 {"started_at", or_null(j.started_at)},
-                {"ended_at", or_null(j.ended_at)}};
+                {"ended_at", or_null(j.ended_at)},
+                {"plugin", j.plugin.empty() ? json(nullptr)
+                                            : json{{"path", j.plugin}, {"sha256", j.plugin_sha256}}}};
 }
 
 bool session_final(const std::string & s) { return s == "done" || s == "failed" || s == "cancelled"; }
@@ -87,6 +92,9 @@ Server::~Server() {
     shutdown();
     if (listen_fd_ >= 0) {
         ::close(listen_fd_);
+    }
+    for (int fd : park_pipe_) {
+        if (fd >= 0) ::close(fd);
     }
     if (bound_) {
         ::unlink(opt_.socket_path.c_str());
@@ -133,43 +141,174 @@ void Server::bind_socket() {
     }
 }
 
-void Server::serve(const std::atomic<bool> & stop, int wake_fd) {
-    while (!stop) {
-        pollfd pf[2] = {{listen_fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-        if (::poll(pf, 2, 1000) <= 0 || !(pf[0].revents & POLLIN)) {
-            continue;
+namespace {
+
+double mono_s() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// True when `buf` holds a complete line that is not blank (blank lines are keep-alives).
+bool has_request(std::string & buf) {
+    for (;;) {
+        std::size_t nl = buf.find('\n');
+        if (nl == std::string::npos) {
+            return false;
         }
-        int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (buf.find_first_not_of(" \t\r", 0) < nl) {
+            return true;
+        }
+        buf.erase(0, nl + 1);
+    }
+}
+
+void close_conn(int fd) { ::close(fd); }
+
+} // namespace
+
+void Server::accept_clients(std::vector<Conn> & waiting) {
+    for (int i = 0; i < 64; ++i) {  // a burst of connections, then back to the others
+        int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);  // blocking: replies may be long (recv uses MSG_DONTWAIT)
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(100));  // do not spin
             }
-            continue;
+            return;
         }
-        timeval tv{opt_.idle_timeout_s, 0};
-        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         timeval stv{10, 0};  // a client that stops reading cannot hold a thread forever
         ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv));
-        ucred cred{};
+        ucred     cred{};
         socklen_t len = sizeof(cred);
         if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
             dlog("refused a client of uid %u (pid %d): not the daemon's owner", cred.uid, cred.pid);
             send_all(fd, swarm::to_line(swarm::error_reply(swarm::err::denied,
                 "standind belongs to uid " + std::to_string(::geteuid()) + "; requests from uid " +
                 std::to_string(cred.uid) + " are refused")));
-            ::close(fd);
+            close_conn(fd);
             continue;
         }
-        std::lock_guard<std::mutex> lk(mu_);
-        if (threads_ >= opt_.max_clients) {
-            send_all(fd, swarm::to_line(swarm::error_reply(swarm::err::busy, "too many clients; try again")));
-            ::close(fd);
-            continue;
+        if (waiting.size() >= opt_.max_waiting) {
+            // The oldest waiter goes: a flood of silent connections cannot keep a new one out.
+            send_all(waiting.front().fd, swarm::to_line(swarm::error_reply(swarm::err::busy,
+                "too many connections waiting to send a request; this one was the oldest")));
+            close_conn(waiting.front().fd);
+            waiting.erase(waiting.begin());
         }
-        ++threads_;
-        clients_.insert(fd);
-        std::thread([this, fd] { client_thread(fd); }).detach();
+        Conn c;
+        c.fd       = fd;
+        c.deadline = mono_s() + opt_.first_request_s;
+        waiting.push_back(std::move(c));
     }
+}
+
+bool Server::read_ready(Conn & c) {
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = ::recv(c.fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+        if (n > 0) {
+            c.buf.append(chunk, static_cast<std::size_t>(n));
+            if (c.buf.size() > opt_.max_request) {
+                return true;  // answered with too_large
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+            c.eof = true;  // a last request without its newline still counts
+        }
+        break;
+    }
+    return has_request(c.buf) || c.eof;
+}
+
+void Server::serve(const std::atomic<bool> & stop, int wake_fd) {
+    if (::pipe2(park_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+        throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    }
+    ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        serving_ = true;
+    }
+    std::vector<Conn>   waiting;
+    std::vector<pollfd> pf;
+    while (!stop) {
+        pf.assign({{listen_fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}, {park_pipe_[0], POLLIN, 0}});
+        double now = mono_s(), next = now + 1.0;
+        for (const Conn & c : waiting) {
+            pf.push_back({c.fd, POLLIN, 0});
+            next = std::min(next, c.deadline);
+        }
+        ::poll(pf.data(), pf.size(), std::max(0, static_cast<int>((next - now) * 1000) + 1));
+        if (pf[2].revents & POLLIN) {
+            char drain[256];
+            while (::read(park_pipe_[0], drain, sizeof(drain)) > 0) {
+            }
+            std::lock_guard<std::mutex> lk(mu_);
+            for (Conn & c : parked_) waiting.push_back(std::move(c));
+            parked_.clear();
+        }
+        // The waiting connections first: the vector is rebuilt below.
+        now = mono_s();
+        std::vector<Conn> still;
+        for (std::size_t i = 0; i < waiting.size(); ++i) {
+            Conn &     c     = waiting[i];
+            const bool polled = i + 3 < pf.size() && pf[i + 3].fd == c.fd;
+            if (polled && (pf[i + 3].revents & (POLLIN | POLLHUP | POLLERR)) && read_ready(c)) {
+                start_request(std::move(c));
+            } else if (now >= c.deadline) {
+                if (!c.served) {
+                    char secs[32];
+                    std::snprintf(secs, sizeof(secs), "%g", opt_.first_request_s);
+                    send_all(c.fd, swarm::to_line(swarm::error_reply(swarm::err::timeout,
+                        std::string("no complete request within ") + secs + " s of connecting; closing")));
+                }
+                close_conn(c.fd);
+            } else {
+                still.push_back(std::move(c));
+            }
+        }
+        waiting.swap(still);
+        if (pf[0].revents & POLLIN) {
+            accept_clients(waiting);
+        }
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    serving_ = false;
+    for (Conn & c : waiting) close_conn(c.fd);
+    for (Conn & c : parked_) close_conn(c.fd);
+    parked_.clear();
+}
+
+void Server::start_request(Conn && c) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (threads_ >= opt_.max_clients) {
+        send_all(c.fd, swarm::to_line(swarm::error_reply(swarm::err::busy,
+            std::to_string(opt_.max_clients) + " requests are being answered; try again")));
+        close_conn(c.fd);
+        return;
+    }
+    ++threads_;
+    clients_.insert(c.fd);
+    std::thread([this, conn = std::move(c)]() mutable { serve_conn(std::move(conn)); }).detach();
+}
+
+void Server::park(Conn && c) {
+    std::lock_guard<std::mutex> lk(mu_);
+    clients_.erase(c.fd);
+    if (!serving_) {
+        close_conn(c.fd);
+    } else {
+        c.served   = true;
+        c.deadline = mono_s() + opt_.idle_timeout_s;
+        parked_.push_back(std::move(c));
+        ssize_t n = ::write(park_pipe_[1], "p", 1);
+        (void) n;  // a full pipe already wakes the loop
+    }
+    --threads_;
+    gone_.notify_all();
 }
 
 void Server::shutdown() {
@@ -180,43 +319,39 @@ void Server::shutdown() {
     gone_.wait_for(lk, std::chrono::seconds(10), [&] { return threads_ == 0; });
 }
 
-void Server::client_thread(int fd) {
-    auto send = [fd](const json & j) { return send_all(fd, swarm::to_line(j)); };
-    std::string buf;
-    char        chunk[65536];
-    bool        open = true;
-    while (open) {
+// Answers every request `c` holds, then hands it back to the poll loop (Note
+// [silent connections]); it ends here at end of stream or on an oversized request.
+void Server::serve_conn(Conn c) {
+    auto send = [fd = c.fd](const json & j) { return send_all(fd, swarm::to_line(j)); };
+    for (;;) {
         std::size_t nl;
-        while ((nl = buf.find('\n')) != std::string::npos) {
-            std::string line = buf.substr(0, nl);
-            buf.erase(0, nl + 1);
+        while ((nl = c.buf.find('\n')) != std::string::npos) {
+            std::string line = c.buf.substr(0, nl);
+            c.buf.erase(0, nl + 1);
             if (line.find_first_not_of(" \t\r") == std::string::npos) {
                 continue;  // blank lines are keep-alives
             }
             handle_line(line, send);
         }
-        if (buf.size() > opt_.max_request) {
+        if (c.buf.size() > opt_.max_request) {
             send(swarm::error_reply(swarm::err::too_large, "request longer than " +
                                     std::to_string(opt_.max_request) + " bytes; closing the connection"));
             break;
         }
-        ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            // End of stream: a last request without its newline still counts.
-            if (n == 0 && !buf.empty() && buf.size() <= opt_.max_request) {
-                handle_line(buf, send);
+        if (c.eof) {
+            if (!c.buf.empty()) {
+                handle_line(c.buf, send);
             }
-            open = false;
-        } else {
-            buf.append(chunk, static_cast<std::size_t>(n));
+            break;
+        }
+        if (!read_ready(c) && !c.eof) {
+            park(std::move(c));
+            return;
         }
     }
     std::lock_guard<std::mutex> lk(mu_);
-    clients_.erase(fd);
-    ::close(fd);
+    clients_.erase(c.fd);
+    close_conn(c.fd);
     --threads_;
     gone_.notify_all();
 }

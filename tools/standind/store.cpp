@@ -20,7 +20,9 @@ double now_s() {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 1: the first schema; 2: jobs.plugin and jobs.plugin_sha256 (the plugin file
+// an attempt ran against).
+constexpr int kSchemaVersion = 2;
 
 const char * kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS sessions (
@@ -55,6 +57,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     queued_at     REAL    NOT NULL,
     started_at    REAL,
     ended_at      REAL,
+    plugin        TEXT,
+    plugin_sha256 TEXT,
     UNIQUE (session_id, idx)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, id);
@@ -159,7 +163,26 @@ std::string dump(const json & j) { return j.dump(-1, ' ', false, json::error_han
 const char * kJobCols =
     "j.id, j.session_id, j.idx, j.name, j.kind, j.device, j.state, j.worker, j.error, s.cwd, p.args, p.env,"
     " j.result, j.timeout_s, j.attempts, j.interruptions, j.exit_code, j.signal, j.queued_at, j.started_at,"
-    " j.ended_at";
+    " j.ended_at, COALESCE(j.plugin, ''), COALESCE(j.plugin_sha256, '')";
+
+// The stored args (a JSON array of strings) and env (an object of strings);
+// anything else is named in `error`: such a job must not run with a guess.
+void read_spec(const std::string & args_text, const std::string & env_text, JobRow & r) {
+    json args = json::parse(args_text, nullptr, false);
+    json env  = json::parse(env_text, nullptr, false);
+    bool args_ok = args.is_array(), env_ok = env.is_object();
+    for (const json & a : args_ok ? args : json::array()) args_ok = args_ok && a.is_string();
+    for (const json & v : env_ok ? env : json::object()) env_ok = env_ok && v.is_string();
+    if (args_ok) r.args = args.get<std::vector<std::string>>();
+    if (env_ok) r.env = env.get<std::map<std::string, std::string>>();
+    if (!args_ok || !env_ok) {
+        std::string what = !args_ok ? "args" : "env";
+        const std::string & text = !args_ok ? args_text : env_text;
+        r.spec_error = "the job's stored " + what + " (" + text.substr(0, 80) + (text.size() > 80 ? "..." : "") +
+                       ") is not " + (!args_ok ? "a JSON array of strings" : "a JSON object of strings") +
+                       "; the job is not run";
+    }
+}
 const char * kJobFrom = " FROM jobs j JOIN sessions s ON s.id = j.session_id JOIN job_specs p ON p.job_id = j.id";
 
 JobRow read_job(const Stmt & s) {
@@ -167,13 +190,12 @@ JobRow read_job(const Stmt & s) {
     r.id = s.i64(0), r.session_id = s.i64(1), r.idx = static_cast<int>(s.i64(2));
     r.name = s.text(3), r.kind = s.text(4), r.device = s.text(5), r.state = s.text(6);
     r.worker = s.text(7), r.error = s.text(8), r.cwd = s.text(9);
-    json args = s.js(10), env = s.js(11);
-    if (args.is_array()) r.args = args.get<std::vector<std::string>>();
-    if (env.is_object()) r.env = env.get<std::map<std::string, std::string>>();
+    read_spec(s.text(10), s.text(11), r);
     r.result = s.js(12);
     r.timeout_s = s.f64(13), r.attempts = static_cast<int>(s.i64(14)), r.interruptions = static_cast<int>(s.i64(15));
     r.exit_code = s.opt_int(16), r.signal = s.opt_int(17);
     r.queued_at = s.f64(18), r.started_at = s.f64(19), r.ended_at = s.f64(20);
+    r.plugin = s.text(21), r.plugin_sha256 = s.text(22);
     return r;
 }
 
@@ -222,6 +244,7 @@ Store::Store(const std::string & path, const StoreOptions & opt) : path_(path), 
         if (opt_.max_pages > 0) {
             exec(("PRAGMA max_page_count=" + std::to_string(opt_.max_pages)).c_str());
         }
+        check_integrity();
         Stmt uv(db_, "PRAGMA user_version");
         uv.step();
         std::int64_t version = uv.i64(0);
@@ -232,12 +255,37 @@ Store::Store(const std::string & path, const StoreOptions & opt) : path_(path), 
         }
         Txn t(*this);
         exec(kSchema);
+        if (version == 1) {
+            exec("ALTER TABLE jobs ADD COLUMN plugin TEXT; ALTER TABLE jobs ADD COLUMN plugin_sha256 TEXT");
+        }
         exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
         t.commit();
     } catch (...) {
         sqlite3_close(db_);
         db_ = nullptr;
         throw;
+    }
+}
+
+// A damaged file is refused at start, not discovered one request at a time.
+// quick_check reads every page (not the index/table cross-checks of
+// integrity_check), which on this database takes milliseconds.
+void Store::check_integrity() {
+    std::string problems;
+    try {
+        Stmt q(db_, "PRAGMA quick_check(5)");
+        while (q.step()) {
+            const std::string line = q.text(0);
+            if (line != "ok") problems += (problems.empty() ? "" : "; ") + line;
+        }
+    } catch (const StoreError & e) {
+        if (e.code != swarm::err::db_error) throw;  // busy or full: not a verdict on the file
+        problems = e.what();
+    }
+    std::replace(problems.begin(), problems.end(), '\n', ' ');  // one log line
+    if (!problems.empty()) {
+        throw StoreError(swarm::err::db_error, "database " + path_ + " is damaged (PRAGMA quick_check: " + problems +
+                         "); move it aside to start with an empty one, or restore a copy");
     }
 }
 
@@ -354,7 +402,8 @@ std::optional<JobRow> Store::claim_next(const std::vector<std::string> & devices
     }
     JobRow r = read_job(q);
     double now = now_s();
-    Stmt   u(db_, "UPDATE jobs SET state='running', worker=?, attempts=attempts+1, started_at=?, ended_at=NULL,"
+    Stmt   u(db_, "UPDATE jobs SET state='running', worker=?, attempts=attempts+1, started_at=?, ended_at=NULL, plugin=NULL,"
+                  " plugin_sha256=NULL,"
                   " pid=NULL, pid_start=NULL, exit_code=NULL, signal=NULL, error=NULL, result=NULL WHERE id=?");
     u.bind(1, worker).bind(2, now).bind(3, r.id).run();
     Stmt s(db_, "UPDATE sessions SET state='running', started_at=COALESCE(started_at, ?) WHERE id=?");
@@ -362,6 +411,14 @@ std::optional<JobRow> Store::claim_next(const std::vector<std::string> & devices
     t.commit();
     r.state = "running", r.worker = worker, r.attempts += 1, r.started_at = now;
     return r;
+}
+
+void Store::set_job_plugin(std::int64_t job_id, const std::string & path, const std::string & sha256) {
+    std::lock_guard<std::mutex> lk(mu_);
+    Txn  t(*this);
+    Stmt u(db_, "UPDATE jobs SET plugin=?, plugin_sha256=? WHERE id=?");
+    u.bind(1, path).bind(2, sha256).bind(3, job_id).run();
+    t.commit();
 }
 
 void Store::set_job_process(std::int64_t job_id, std::int64_t pid, std::int64_t pid_start) {

@@ -7,6 +7,9 @@
 // running. One connection behind a mutex: SQLite serialises writers anyway, and
 // the daemon's write rate is small (log lines are batched by the workers).
 //
+// Opening runs PRAGMA quick_check: a damaged database is refused (StoreError)
+// before the daemon serves anything from it.
+//
 // Errors: every method throws StoreError, whose code is a protocol error code
 // (disk_full, db_busy, db_error); a failed transaction is rolled back whole.
 #pragma once
@@ -49,6 +52,8 @@ struct JobRow {
     int                                attempts = 0, interruptions = 0;
     std::optional<int>                 exit_code, signal;
     double                             queued_at = 0, started_at = 0, ended_at = 0;
+    std::string                        plugin, plugin_sha256;  // what the last attempt ran against ("" = none)
+    std::string                        spec_error;  // set when the stored args or env do not parse
 };
 
 struct SessionRow {
@@ -104,6 +109,8 @@ class Store {
     std::int64_t              create_session(const swarm::SessionSpec & spec);
     std::optional<JobRow>     claim_next(const std::vector<std::string> & devices, const std::string & worker);
     void                      set_job_process(std::int64_t job_id, std::int64_t pid, std::int64_t pid_start);
+    // The plugin file a job's attempt runs against (its {plugin}), and its SHA-256.
+    void                      set_job_plugin(std::int64_t job_id, const std::string & path, const std::string & sha256);
     void                      finish_job(std::int64_t job_id, const Outcome & o);
     // A running job the daemon stopped (restart, shutdown): requeued or failed as `policy` says.
     void                      interrupt_job(std::int64_t job_id, InterruptPolicy policy, const std::string & why);
@@ -138,6 +145,7 @@ class Store {
 
   private:
     class Txn;
+    void check_integrity();
     void exec(const char * sql);
     void check(int rc, const char * what);
     void complete_if_last(std::int64_t session);

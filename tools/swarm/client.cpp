@@ -2,7 +2,9 @@
 #include "tools/swarm/client.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +18,31 @@ namespace standin::swarm {
 namespace {
 
 std::string sys_error(const std::string & what, int e) { return what + ": " + std::strerror(e); }
+
+std::string seconds(int ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g s", ms / 1000.0);
+    return buf;
+}
+
+// What the process at the other end is doing, for a timeout message: a
+// stopped daemon (SIGSTOP, a debugger) is the usual reason for silence.
+std::string peer_state(int fd) {
+    ucred     cred{};
+    socklen_t len = sizeof(cred);
+    if (fd < 0 || ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
+        return "";
+    }
+    std::ifstream in("/proc/" + std::to_string(cred.pid) + "/stat");
+    std::string   stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::size_t   rp = stat.rfind(')');
+    char          st = rp != std::string::npos && rp + 2 < stat.size() ? stat[rp + 2] : '?';
+    const std::string pid = std::to_string(cred.pid);
+    if (st == 'T' || st == 't') {
+        return "; standind (pid " + pid + ") is stopped: resume it with `kill -CONT " + pid + "`";
+    }
+    return "; standind (pid " + pid + ") is running but busy or stuck";
+}
 
 } // namespace
 
@@ -31,6 +58,9 @@ Client::Client(const std::string & socket_path, int timeout_ms) : path_(socket_p
     }
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+    // Set first: a Unix socket's connect waits while the daemon's backlog is
+    // full (a stopped daemon stops accepting), bounded by the send timeout.
+    set_timeout_ms(timeout_ms);
     if (::connect(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
         int e = errno;
         ::close(fd_);
@@ -39,9 +69,12 @@ Client::Client(const std::string & socket_path, int timeout_ms) : path_(socket_p
             throw ClientError("no standind is running at " + socket_path +
                               " (start it with `standind`, or point --socket / GGML_STANDIN_SWARM_SOCKET at it)");
         }
+        if (e == EAGAIN || e == EWOULDBLOCK || e == EINPROGRESS) {
+            throw ClientError("standind at " + socket_path + " did not accept the connection within " +
+                              seconds(timeout_ms) + " (its queue is full: is it stopped or overloaded?)");
+        }
         throw ClientError(sys_error("cannot connect to standind at " + socket_path, e));
     }
-    set_timeout_ms(timeout_ms);
 }
 
 Client::~Client() {
@@ -51,6 +84,7 @@ Client::~Client() {
 }
 
 void Client::set_timeout_ms(int ms) {
+    timeout_ms_ = ms;
     timeval tv{};
     tv.tv_sec  = ms / 1000;
     tv.tv_usec = (ms % 1000) * 1000;
@@ -88,7 +122,8 @@ std::string Client::read_line() {
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            throw ClientError("standind at " + path_ + " did not answer in time");
+            throw ClientError("standind at " + path_ + " did not answer within " + seconds(timeout_ms_) +
+                              peer_state(fd_));
         }
         if (n < 0) {
             throw ClientError(sys_error("reading from standind at " + path_, errno));

@@ -18,7 +18,9 @@ struct ClientError : std::runtime_error {
 class Client {
   public:
     // Connects to the daemon's socket; throws ClientError with a message that says
-    // what to do (e.g. no daemon is running).
+    // what to do (e.g. no daemon is running). `timeout_ms` bounds the connect
+    // and each wait for the daemon's next line; when it passes, the message
+    // says so and whether the daemon is stopped.
     explicit Client(const std::string & socket_path, int timeout_ms = 30000);
     ~Client();
     Client(const Client &)             = delete;
@@ -37,6 +39,7 @@ class Client {
 
   private:
     int         fd_ = -1;
+    int         timeout_ms_ = 0;
     std::string path_;
     std::string buf_;
 };

@@ -44,6 +44,7 @@ constexpr const char * db_busy       = "db_busy";        // database locked by a
 constexpr const char * db_error      = "db_error";
 constexpr const char * denied        = "denied";         // peer is not the daemon's owner
 constexpr const char * busy          = "busy";           // too many clients
+constexpr const char * timeout       = "timeout";        // no complete request soon enough after connecting
 constexpr const char * internal      = "internal";
 } // namespace err
 
