@@ -2,15 +2,7 @@
 
 #include <array>
 
-#include "kernels/common/quants.h"
-#include "kernels/host/elem.h"
-#include "kernels/host/host_kernels.h"
-#ifdef STANDIN_WITH_CUDA
-#include "kernels/cuda/cuda_kernels.h"
-#define SI_CUDA(pred, fn) DeviceImpl{pred, fn}
-#else
-#define SI_CUDA(pred, fn) DeviceImpl{}
-#endif
+#include "kernels/op_rows.h"
 
 namespace standin::kernels {
 
@@ -130,10 +122,8 @@ bool sup_copy_host(const ggml_tensor * n) { return sup_copy(n) || sup_copy_quant
 // --- predicates: normalisation, rope, softmax, attention, activations, reductions
 // (kernels in kernels/host/{norm,rope,softmax,flash_attn,unary,glu,reduce,shape}.cpp)
 
-// Elements of dim 0 are adjacent (rows themselves may be strided).
-bool rows_contiguous(const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); }
-
-bool is_f32_or_f16(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16; }
+using rows::is_f32_or_f16;
+using rows::rows_contiguous;
 
 bool sup_norm(const ggml_tensor * n) {
     const ggml_tensor * a = n->src[0];
@@ -315,9 +305,9 @@ bool cuda_shape(const ggml_tensor * n) {
 #endif  // STANDIN_WITH_CUDA
 // --- end predicates: CUDA device
 
-const std::vector<OpRow> & rows_storage() {
+std::vector<OpRow> core_rows() {
     using namespace host;
-    static const std::vector<OpRow> rows = {
+    return {
         // op               sub  host                         cuda                                local
         {GGML_OP_NONE,      -1, {sup_view, nullptr},         SI_CUDA(sup_view, nullptr),           true},
         {GGML_OP_VIEW,      -1, {sup_view, nullptr},         SI_CUDA(sup_view, nullptr),           true},
@@ -385,6 +375,17 @@ const std::vector<OpRow> & rows_storage() {
         {GGML_OP_ACC,       -1, {sup_shape, host::shape}, DeviceImpl{}, true},
         // --- end rows: normalisation
     };
+}
+
+const std::vector<OpRow> & rows_storage() {
+    static const std::vector<OpRow> rows = [] {
+        std::vector<OpRow> r = core_rows();
+        rows::append_moe_rows(r);
+        rows::append_ssm_rows(r);
+        rows::append_math_rows(r);
+        rows::append_encoder_rows(r);
+        return r;
+    }();
     return rows;
 }
 

@@ -23,4 +23,25 @@ bool mul_mat(rt::Stream & stream, ggml_tensor * node);         // MUL_MAT (float
 bool copy_quant(rt::Stream & stream, ggml_tensor * node);      // CPY DUP CONT with a block type (from copy)
 bool mul_mat_id(rt::Stream & stream, ggml_tensor * node);      // MUL_MAT_ID (experts: MUL_MAT per expert)
 
+// route.cpp: MoE routing
+bool argsort(rt::Stream & stream, ggml_tensor * node);         // ARGSORT (ascending or descending)
+bool top_k(rt::Stream & stream, ggml_tensor * node);           // TOP_K
+bool add_id(rt::Stream & stream, ggml_tensor * node);          // ADD_ID (per-expert bias rows)
+// ssm.cpp, linear_attn.cpp, triangular.cpp, group_norm.cpp: state-space and linear attention
+bool ssm_conv(rt::Stream & stream, ggml_tensor * node);        // SSM_CONV
+bool ssm_scan(rt::Stream & stream, ggml_tensor * node);        // SSM_SCAN (Mamba-1 and -2, K snapshots)
+bool rwkv_wkv6(rt::Stream & stream, ggml_tensor * node);       // RWKV_WKV6
+bool gated_linear_attn(rt::Stream & stream, ggml_tensor * node);  // GATED_LINEAR_ATTN
+bool rwkv_wkv7(rt::Stream & stream, ggml_tensor * node);       // RWKV_WKV7
+bool gated_delta_net(rt::Stream & stream, ggml_tensor * node); // GATED_DELTA_NET (scalar and KDA gate)
+bool cumsum(rt::Stream & stream, ggml_tensor * node);          // CUMSUM
+bool tri(rt::Stream & stream, ggml_tensor * node);             // TRI
+bool fill(rt::Stream & stream, ggml_tensor * node);            // FILL
+bool diag(rt::Stream & stream, ggml_tensor * node);            // DIAG
+bool solve_tri(rt::Stream & stream, ggml_tensor * node);       // SOLVE_TRI (lower, left)
+bool l2_norm(rt::Stream & stream, ggml_tensor * node);         // L2_NORM
+bool group_norm(rt::Stream & stream, ggml_tensor * node);      // GROUP_NORM
+// math.cpp: elementwise ops outside UNARY
+bool math(rt::Stream & stream, ggml_tensor * node);            // SQR SQRT LOG SIN COS CLAMP LEAKY_RELU
+
 } // namespace standin::kernels::host
