@@ -43,5 +43,13 @@ bool l2_norm(rt::Stream & stream, ggml_tensor * node);         // L2_NORM
 bool group_norm(rt::Stream & stream, ggml_tensor * node);      // GROUP_NORM
 // math.cpp: elementwise ops outside UNARY
 bool math(rt::Stream & stream, ggml_tensor * node);            // SQR SQRT LOG SIN COS CLAMP LEAKY_RELU
+// tensor_build.cpp, dsv4.cpp
+bool set(rt::Stream & stream, ggml_tensor * node);             // SET
+bool roll(rt::Stream & stream, ggml_tensor * node);            // ROLL
+bool arange(rt::Stream & stream, ggml_tensor * node);          // ARANGE
+bool timestep_embedding(rt::Stream & stream, ggml_tensor * node);  // TIMESTEP_EMBEDDING
+bool dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node);    // DSV4_HC_COMB
+bool dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node);     // DSV4_HC_PRE
+bool dsv4_hc_post(rt::Stream & stream, ggml_tensor * node);    // DSV4_HC_POST
 
 } // namespace standin::kernels::host
