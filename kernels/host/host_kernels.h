@@ -51,5 +51,17 @@ bool timestep_embedding(rt::Stream & stream, ggml_tensor * node);  // TIMESTEP_E
 bool dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node);    // DSV4_HC_COMB
 bool dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node);     // DSV4_HC_PRE
 bool dsv4_hc_post(rt::Stream & stream, ggml_tensor * node);    // DSV4_HC_POST
+// conv.cpp, image.cpp: vision and audio encoders
+bool im2col(rt::Stream & stream, ggml_tensor * node);          // IM2COL (1-D and 2-D)
+bool im2col_3d(rt::Stream & stream, ggml_tensor * node);       // IM2COL_3D
+bool conv_2d(rt::Stream & stream, ggml_tensor * node);         // CONV_2D
+bool conv_2d_dw(rt::Stream & stream, ggml_tensor * node);      // CONV_2D_DW
+bool conv_transpose_1d(rt::Stream & stream, ggml_tensor * node);  // CONV_TRANSPOSE_1D
+bool conv_transpose_2d(rt::Stream & stream, ggml_tensor * node);  // CONV_TRANSPOSE_2D
+bool pool_1d(rt::Stream & stream, ggml_tensor * node);         // POOL_1D
+bool pool_2d(rt::Stream & stream, ggml_tensor * node);         // POOL_2D
+bool upscale(rt::Stream & stream, ggml_tensor * node);         // UPSCALE (nearest, bilinear, bicubic)
+bool pad(rt::Stream & stream, ggml_tensor * node);             // PAD (zeros or circular)
+bool pad_reflect_1d(rt::Stream & stream, ggml_tensor * node);  // PAD_REFLECT_1D
 
 } // namespace standin::kernels::host
