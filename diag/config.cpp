@@ -72,6 +72,7 @@ void read_fault(const char * name, const char * f, std::string & out, Warnings &
     bool known = false;
     for (const char * p : points) known = known || std::strcmp(p, f) == 0;
     known = known || (std::strncmp(f, "perturb:", 8) == 0 && f[8] != '\0');  // perturb:OP
+    known = known || (std::strncmp(f, "decline:", 8) == 0 && f[8] != '\0');  // decline:OP
     if (known) {
         out = f;
     } else {
