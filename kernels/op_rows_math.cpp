@@ -1,8 +1,9 @@
 // Op-table rows of the small elementwise and tensor-building ops (Note [op
 // table families]): SQR SQRT LOG SIN COS CLAMP LEAKY_RELU, SET ROLL ARANGE
-// TIMESTEP_EMBEDDING, and DeepSeek-V4's DSV4_HC_COMB/PRE/POST.
-// Kernels: kernels/host/{math,tensor_build,dsv4}.cpp and the .cu files of the
-// same names.
+// TIMESTEP_EMBEDDING, DeepSeek-V4's DSV4_HC_COMB/PRE/POST and the sparse
+// attention indexer LIGHTNING_INDEXER.
+// Kernels: kernels/host/{math,tensor_build,dsv4,indexer}.cpp and the .cu files
+// of the same names.
 #include "kernels/common/dsv4.h"
 #include "kernels/common/op_params.h"
 #include "kernels/op_rows.h"
@@ -79,6 +80,27 @@ bool sup_hc_post(const ggml_tensor * n) {
            n->ne[0] == x->ne[0] && n->ne[1] == hc && n->ne[2] == nt && n->ne[3] == 1;
 }
 
+bool sup_indexer(const ggml_tensor * n) {
+    const ggml_tensor *q = n->src[0], *k = n->src[1], *w = n->src[2], *m = n->src[3];
+    const int64_t qk = quant::block_elems(k->type);
+    return f32_rows(q) && f32_rows(w) && m != nullptr && m->type == GGML_TYPE_F16 && rows_contiguous(m) &&
+           quant::can_decode(k->type) && qk > 0 && k->nb[0] == ggml_type_size(k->type) && q->ne[0] % qk == 0 &&
+           f32_rows(n) && q->ne[0] == k->ne[0] && k->ne[1] == 1 && m->ne[0] >= k->ne[2] && m->ne[1] >= q->ne[2] &&
+           q->ne[1] == w->ne[0] && q->ne[2] == w->ne[1] && q->ne[3] == k->ne[3] && k->ne[3] == w->ne[3] &&
+           m->ne[3] > 0 && w->ne[3] % m->ne[3] == 0 && n->ne[0] == k->ne[2] && n->ne[1] == q->ne[2] &&
+           n->ne[3] == q->ne[3];
+}
+
+#ifdef STANDIN_WITH_CUDA
+bool cuda_indexer(const ggml_tensor * n) { return sup_indexer(n) && n->src[0]->ne[3] <= 65535; }
+
+// SET on the CUDA device moves whole elements of 1, 2, 4 or 8 bytes.
+bool cuda_set(const ggml_tensor * n) {
+    const size_t es = ggml_type_size(n->type);
+    return sup_set(n) && (es == 1 || es == 2 || es == 4 || es == 8);
+}
+#endif
+
 } // namespace
 
 void append_math_rows(std::vector<OpRow> & rows) {
@@ -91,7 +113,7 @@ void append_math_rows(std::vector<OpRow> & rows) {
         {GGML_OP_COS,         -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
         {GGML_OP_CLAMP,       -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
         {GGML_OP_LEAKY_RELU,  -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
-        {GGML_OP_SET,         -1, {sup_set, host::set},   SI_CUDA(sup_set, cuda::set), true},
+        {GGML_OP_SET,         -1, {sup_set, host::set},   SI_CUDA(cuda_set, cuda::set), true},
         {GGML_OP_ROLL,        -1, {sup_roll, host::roll}, SI_CUDA(sup_roll, cuda::roll), true},
         {GGML_OP_ARANGE,      -1, {sup_arange, host::arange}, SI_CUDA(sup_arange, cuda::arange), true},
         {GGML_OP_TIMESTEP_EMBEDDING, -1, {sup_timestep, host::timestep_embedding},
@@ -99,6 +121,8 @@ void append_math_rows(std::vector<OpRow> & rows) {
         {GGML_OP_DSV4_HC_COMB, -1, {sup_hc_comb, host::dsv4_hc_comb}, SI_CUDA(sup_hc_comb, cuda::dsv4_hc_comb), true},
         {GGML_OP_DSV4_HC_PRE,  -1, {sup_hc_pre, host::dsv4_hc_pre},   SI_CUDA(sup_hc_pre, cuda::dsv4_hc_pre), true},
         {GGML_OP_DSV4_HC_POST, -1, {sup_hc_post, host::dsv4_hc_post}, SI_CUDA(sup_hc_post, cuda::dsv4_hc_post), true},
+        {GGML_OP_LIGHTNING_INDEXER, -1, {sup_indexer, host::lightning_indexer},
+         SI_CUDA(cuda_indexer, cuda::lightning_indexer), true},
     });
 }
 

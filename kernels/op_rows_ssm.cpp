@@ -110,17 +110,32 @@ bool sup_l2_norm(const ggml_tensor * n) {
 
 bool sup_group_norm(const ggml_tensor * n) { return sup_l2_norm(n) && op_i32(n, 0) > 0; }
 
+#ifdef STANDIN_WITH_CUDA
+// The CUDA kernels keep a head's state in shared memory (S <= 128) and a scan
+// block's states in registers (at most 4096 per block); heads and sequences
+// index the grid's y and z.
+constexpr int64_t kCudaMaxHead = 128;
+int64_t head_size(const ggml_tensor * n) { return n->ne[0] / n->src[1]->ne[1]; }
+bool cuda_wkv6(const ggml_tensor * n) { return sup_wkv6(n) && head_size(n) <= kCudaMaxHead; }
+bool cuda_gla(const ggml_tensor * n) { return sup_gla(n) && head_size(n) <= kCudaMaxHead; }
+bool cuda_wkv7(const ggml_tensor * n) { return sup_wkv7(n) && head_size(n) <= kCudaMaxHead; }
+bool cuda_delta_net(const ggml_tensor * n) { return sup_delta_net(n) && n->src[2]->ne[0] <= kCudaMaxHead; }
+bool cuda_ssm_scan(const ggml_tensor * n) {
+    return sup_ssm_scan(n) && n->src[0]->ne[0] <= 4096 && n->src[1]->ne[1] <= 65535 && n->src[1]->ne[3] <= 65535;
+}
+#endif
+
 } // namespace
 
 void append_ssm_rows(std::vector<OpRow> & rows) {
     rows.insert(rows.end(), {
         // op                       sub  host                                   cuda
         {GGML_OP_SSM_CONV,          -1, {sup_ssm_conv, host::ssm_conv},          SI_CUDA(sup_ssm_conv, cuda::ssm_conv), true},
-        {GGML_OP_SSM_SCAN,          -1, {sup_ssm_scan, host::ssm_scan},          SI_CUDA(sup_ssm_scan, cuda::ssm_scan), true},
-        {GGML_OP_RWKV_WKV6,         -1, {sup_wkv6, host::rwkv_wkv6},             SI_CUDA(sup_wkv6, cuda::rwkv_wkv6), true},
-        {GGML_OP_GATED_LINEAR_ATTN, -1, {sup_gla, host::gated_linear_attn},      SI_CUDA(sup_gla, cuda::gated_linear_attn), true},
-        {GGML_OP_RWKV_WKV7,         -1, {sup_wkv7, host::rwkv_wkv7},             SI_CUDA(sup_wkv7, cuda::rwkv_wkv7), true},
-        {GGML_OP_GATED_DELTA_NET,   -1, {sup_delta_net, host::gated_delta_net},  SI_CUDA(sup_delta_net, cuda::gated_delta_net), true},
+        {GGML_OP_SSM_SCAN,          -1, {sup_ssm_scan, host::ssm_scan},          SI_CUDA(cuda_ssm_scan, cuda::ssm_scan), true},
+        {GGML_OP_RWKV_WKV6,         -1, {sup_wkv6, host::rwkv_wkv6},             SI_CUDA(cuda_wkv6, cuda::rwkv_wkv6), true},
+        {GGML_OP_GATED_LINEAR_ATTN, -1, {sup_gla, host::gated_linear_attn},      SI_CUDA(cuda_gla, cuda::gated_linear_attn), true},
+        {GGML_OP_RWKV_WKV7,         -1, {sup_wkv7, host::rwkv_wkv7},             SI_CUDA(cuda_wkv7, cuda::rwkv_wkv7), true},
+        {GGML_OP_GATED_DELTA_NET,   -1, {sup_delta_net, host::gated_delta_net},  SI_CUDA(cuda_delta_net, cuda::gated_delta_net), true},
         {GGML_OP_CUMSUM,            -1, {sup_f32_same, host::cumsum},            SI_CUDA(sup_f32_same, cuda::cumsum), true},
         {GGML_OP_TRI,               -1, {sup_tri, host::tri},                    SI_CUDA(sup_tri, cuda::tri), true},
         {GGML_OP_FILL,              -1, {sup_fill, host::fill},                  SI_CUDA(sup_fill, cuda::fill), true},

@@ -114,8 +114,9 @@ bool sup_copy_quant(const ggml_tensor * n) {
     return is_float_type(dt) && quant::can_decode(st) && dim0_dense(s);
 }
 
-// The host copy kernel routes block types to copy_quant (cpy.cpp).
-bool sup_copy_host(const ggml_tensor * n) { return sup_copy(n) || sup_copy_quant(n); }
+// The host copy kernel routes block types to copy_quant (cpy.cpp); copy_any
+// (cpy_int.cpp) takes integer and F32<->I32 copies first.
+bool sup_copy_host(const ggml_tensor * n) { return sup_copy(n) || sup_copy_quant(n) || host::is_elem_copy(n); }
 
 // --- end predicates: matmul
 
@@ -274,7 +275,7 @@ bool sup_shape(const ggml_tensor * n) {
 // of any block type are one memcpy (elementwise.cu).
 bool cuda_copy(const ggml_tensor * n) {
     const ggml_tensor * s = n->src[0];
-    if (sup_copy(n)) return true;
+    if (sup_copy(n) || host::is_elem_copy(n)) return true;  // elementary copies: copy_any (cpy_int.cu)
     if (!sup_copy_quant(n)) return false;
     const bool memcpy_case = s->type == n->type && ggml_is_contiguous(s) && ggml_is_contiguous(n);
     return memcpy_case || ggml_type_size(s->type) % 2 == 0;
@@ -319,9 +320,9 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_MUL,       -1, {sup_binary, host::binary},  SI_CUDA(sup_binary, cuda::binary),    true},
         {GGML_OP_DIV,       -1, {sup_binary, host::binary},  SI_CUDA(sup_binary, cuda::binary),    true},
         {GGML_OP_SCALE,     -1, {sup_scale, host::scale},    SI_CUDA(sup_scale, cuda::scale),      true},
-        {GGML_OP_CPY,       -1, {sup_copy_host, host::copy}, SI_CUDA(cuda_copy, cuda::copy),       true},
-        {GGML_OP_DUP,       -1, {sup_copy_host, host::copy}, SI_CUDA(cuda_copy, cuda::copy),       true},
-        {GGML_OP_CONT,      -1, {sup_copy_host, host::copy}, SI_CUDA(cuda_copy, cuda::copy),       true},
+        {GGML_OP_CPY,       -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
+        {GGML_OP_DUP,       -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
+        {GGML_OP_CONT,      -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
         // --- rows: matmul, quantized types, gather/scatter (GET_ROWS, SET_ROWS, MUL_MAT, CPY->quant)
         {GGML_OP_GET_ROWS,  -1, {sup_get_rows, host::get_rows}, SI_CUDA(sup_get_rows, cuda::get_rows), true},
         {GGML_OP_SET_ROWS,  -1, {sup_set_rows, host::set_rows}, SI_CUDA(sup_set_rows, cuda::set_rows), true},

@@ -21,6 +21,9 @@ bool get_rows(rt::Stream & stream, ggml_tensor * node);        // GET_ROWS (floa
 bool set_rows(rt::Stream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> F32 F16 BF16 Q8_0 Q4_0)
 bool mul_mat(rt::Stream & stream, ggml_tensor * node);         // MUL_MAT (float and block-quantized weights)
 bool copy_quant(rt::Stream & stream, ggml_tensor * node);      // CPY DUP CONT with a block type (from copy)
+// cpy_int.cpp: the copy rows' entry: integer and F32<->I32 copies, the rest to copy()
+bool copy_any(rt::Stream & stream, ggml_tensor * node);        // CPY DUP CONT, every claimed type pair
+bool is_elem_copy(const ggml_tensor * node);                   // whether copy_any takes it itself
 bool mul_mat_id(rt::Stream & stream, ggml_tensor * node);      // MUL_MAT_ID (experts: MUL_MAT per expert)
 
 // route.cpp: MoE routing
@@ -51,6 +54,7 @@ bool timestep_embedding(rt::Stream & stream, ggml_tensor * node);  // TIMESTEP_E
 bool dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node);    // DSV4_HC_COMB
 bool dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node);     // DSV4_HC_PRE
 bool dsv4_hc_post(rt::Stream & stream, ggml_tensor * node);    // DSV4_HC_POST
+bool lightning_indexer(rt::Stream & stream, ggml_tensor * node);  // LIGHTNING_INDEXER (indexer.cpp)
 // conv.cpp, image.cpp: vision and audio encoders
 bool im2col(rt::Stream & stream, ggml_tensor * node);          // IM2COL (1-D and 2-D)
 bool im2col_3d(rt::Stream & stream, ggml_tensor * node);       // IM2COL_3D
