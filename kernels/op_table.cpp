@@ -296,7 +296,8 @@ bool cuda_flash_attn(const ggml_tensor * n) {
            q->ne[2] <= 65535 && q->ne[3] <= 65535;
 }
 
-// CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes); no ADD1 / ACC.
+// CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes); ADD1 and ACC take
+// the host predicate (kernels/cuda/tensor_build.cu).
 bool cuda_shape(const ggml_tensor * n) {
     if (n->op != GGML_OP_CONCAT && n->op != GGML_OP_REPEAT) return false;
     const size_t es = ggml_type_size(n->type);
@@ -372,8 +373,8 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_ARGMAX,    -1, {sup_reduce, host::reduce}, SI_CUDA(sup_reduce, cuda::reduce), true},
         {GGML_OP_CONCAT,    -1, {sup_shape, host::shape}, SI_CUDA(cuda_shape, cuda::shape), true},
         {GGML_OP_REPEAT,    -1, {sup_shape, host::shape}, SI_CUDA(cuda_shape, cuda::shape), true},
-        {GGML_OP_ADD1,      -1, {sup_shape, host::shape}, DeviceImpl{}, true},
-        {GGML_OP_ACC,       -1, {sup_shape, host::shape}, DeviceImpl{}, true},
+        {GGML_OP_ADD1,      -1, {sup_shape, host::shape}, SI_CUDA(sup_shape, cuda::acc_add1), true},
+        {GGML_OP_ACC,       -1, {sup_shape, host::shape}, SI_CUDA(sup_shape, cuda::acc_add1), true},
         // --- end rows: normalisation
     };
 }

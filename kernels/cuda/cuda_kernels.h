@@ -51,6 +51,7 @@ bool group_norm(rt::Stream & stream, ggml_tensor * node);      // GROUP_NORM
 // math.cu, tensor_build.cu, dsv4.cu
 bool math(rt::Stream & stream, ggml_tensor * node);            // SQR SQRT LOG SIN COS CLAMP LEAKY_RELU
 bool set(rt::Stream & stream, ggml_tensor * node);             // SET
+bool acc_add1(rt::Stream & stream, ggml_tensor * node);        // ACC ADD1 (tensor_build.cu)
 bool roll(rt::Stream & stream, ggml_tensor * node);            // ROLL
 bool arange(rt::Stream & stream, ggml_tensor * node);          // ARANGE
 bool timestep_embedding(rt::Stream & stream, ggml_tensor * node);  // TIMESTEP_EMBEDDING

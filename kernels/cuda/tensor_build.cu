@@ -1,9 +1,11 @@
 // SET, ROLL, ARANGE and TIMESTEP_EMBEDDING on the CUDA device, as
-// kernels/host/tensor_build.cpp; one thread per element written. SET first
-// copies src0 into dst (unless in place), then writes src1 through the view
-// (element types of 1, 2, 4 or 8 bytes); the others are F32.
+// kernels/host/tensor_build.cpp, and ACC / ADD1 as kernels/host/shape.cpp;
+// one thread per element written. SET and ACC first copy src0 into dst
+// (unless in place), then write (SET, element types of 1, 2, 4 or 8 bytes) or
+// add (ACC, F32) src1 through the view; ADD1 adds the scalar src1 to every
+// element (float types); the others are F32.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o SET (ROLL, ARANGE, TIMESTEP_EMBEDDING)
+// Test: test-backend-ops -b STANDIN_CUDA0 -o SET (ROLL, ARANGE, TIMESTEP_EMBEDDING, ACC)
 #include "kernels/common/op_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -50,6 +52,25 @@ template <typename E> void launch_set(ggml_tensor * node, cudaStream_t st) {
                                                              static_cast<const char *>(b->data), op_i32(node, 0),
                                                              op_i32(node, 1), op_i32(node, 2), op_i32(node, 3), m);
     }
+}
+
+__global__ void acc_kernel(Shape b, char * dd, const char * bd, int64_t nb1, int64_t nb2, int64_t nb3, int64_t off,
+                           int64_t n) {
+    SI_GRID_STRIDE(k, n) {
+        int64_t r = k;
+        const int64_t i0 = r % b.ne[0];
+        r /= b.ne[0];
+        const int64_t i1 = r % b.ne[1];
+        r /= b.ne[1];
+        const int64_t i2 = r % b.ne[2], i3 = r / b.ne[2];
+        *reinterpret_cast<float *>(dd + off + i0 * int64_t(sizeof(float)) + i1 * nb1 + i2 * nb2 + i3 * nb3) +=
+            *reinterpret_cast<const float *>(bd + offset_of(b, k));
+    }
+}
+
+__global__ void add1_kernel(Shape d, Shape a, Shape b, char * dd, const char * ad, const char * bd, int64_t n) {
+    const float v = load_f(b.type, bd);
+    SI_GRID_STRIDE(k, n) { store_f(d.type, dd + offset_of(d, k), load_f(a.type, ad + offset_of(a, k)) + v); }
 }
 
 __device__ __forceinline__ int64_t wrap(int64_t i, int64_t n) { return ((i % n) + n) % n; }
@@ -99,6 +120,35 @@ bool set(rt::Stream & stream, ggml_tensor * node) {
         case 4:  launch_set<uint32_t>(node, st); break;
         case 8:  launch_set<uint64_t>(node, st); break;
         default: return false;  // the CUDA predicate refuses these
+    }
+    SI_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
+bool acc_add1(rt::Stream & stream, ggml_tensor * node) {
+    const int64_t n = ggml_nelements(node);
+    if (n == 0) return true;
+    const ggml_tensor *a = node->src[0], *b = node->src[1];
+    cudaStream_t st = stream_of(stream);
+    if (node->op == GGML_OP_ADD1) {
+        add1_kernel<<<grid_for(n, kBlock), kBlock, 0, st>>>(shape_of(node), shape_of(a), shape_of(b),
+                                                           static_cast<char *>(node->data),
+                                                           static_cast<const char *>(a->data),
+                                                           static_cast<const char *>(b->data), n);
+        SI_CUDA_LAUNCH_CHECK();
+        return true;
+    }
+    if (node->op != GGML_OP_ACC || node->type != GGML_TYPE_F32) return false;  // the predicate refuses these
+    if (node->data != a->data) {
+        copy_kernel<uint32_t><<<grid_for(n, kBlock), kBlock, 0, st>>>(shape_of(node), shape_of(a),
+                                                                     static_cast<char *>(node->data),
+                                                                     static_cast<const char *>(a->data), n);
+    }
+    const int64_t m = ggml_nelements(b);
+    if (m > 0) {
+        acc_kernel<<<grid_for(m, kBlock), kBlock, 0, st>>>(shape_of(b), static_cast<char *>(node->data),
+                                                          static_cast<const char *>(b->data), op_i32(node, 0),
+                                                          op_i32(node, 1), op_i32(node, 2), op_i32(node, 3), m);
     }
     SI_CUDA_LAUNCH_CHECK();
     return true;
