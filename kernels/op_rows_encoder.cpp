@@ -1,5 +1,5 @@
 // Op-table rows of the vision / audio encoder ops (Note [op table families]):
-// IM2COL, IM2COL_3D, CONV_2D, CONV_2D_DW, CONV_TRANSPOSE_1D/2D, POOL_1D/2D,
+// IM2COL, IM2COL_3D, CONV_2D, CONV_3D, COL2IM_1D, CONV_2D_DW, CONV_TRANSPOSE_1D/2D, POOL_1D/2D,
 // UPSCALE, PAD, PAD_REFLECT_1D.
 // Kernels: kernels/host/{conv,image}.cpp, kernels/cuda/{conv,image}.cu.
 #include "kernels/common/op_params.h"
@@ -62,6 +62,30 @@ bool sup_conv_2d_dw(const ggml_tensor * n) {
     const ggml_tensor * a = n->src[1];
     return is_f32_or_f16_t(k) && is_f32(a) && is_f32(n) && k->ne[2] == 1 && k->ne[3] == a->ne[2] &&
            n->ne[2] == a->ne[2] && n->ne[3] == a->ne[3] && conv2d_params_ok(n, k, a);
+}
+
+bool sup_conv_3d(const ggml_tensor * n) {
+    const ggml_tensor * k = n->src[0];  // [KW, KH, KD, C * OC]
+    const ggml_tensor * a = n->src[1];  // [W, H, D, C * N]
+    const int64_t C = op_i32(n, 9), N = op_i32(n, 10), OC = op_i32(n, 11);
+    for (int i = 0; i < 3; ++i) {
+        if (op_i32(n, i) <= 0 || op_i32(n, 6 + i) <= 0) return false;
+    }
+    return is_f32_or_f16_t(k) && is_f32(a) && is_f32(n) && C > 0 && N > 0 && OC > 0 && k->ne[3] == C * OC &&
+           a->ne[3] == C * N && n->ne[3] == OC * N &&
+           n->ne[0] == conv_out(a->ne[0], k->ne[0], op_i32(n, 0), op_i32(n, 3), op_i32(n, 6)) &&
+           n->ne[1] == conv_out(a->ne[1], k->ne[1], op_i32(n, 1), op_i32(n, 4), op_i32(n, 7)) &&
+           n->ne[2] == conv_out(a->ne[2], k->ne[2], op_i32(n, 2), op_i32(n, 5), op_i32(n, 8));
+}
+
+bool sup_col2im_1d(const ggml_tensor * n) {
+    const ggml_tensor * a = n->src[0];  // [K * OC, T_in]
+    const int64_t s0 = op_i32(n, 0), OC = op_i32(n, 1), p0 = op_i32(n, 2);
+    if (!rows::is_f32_or_f16(a->type) && a->type != GGML_TYPE_BF16) return false;
+    if (s0 <= 0 || OC <= 0 || p0 < 0 || a->ne[0] % OC != 0 || a->ne[2] != 1 || a->ne[3] != 1) return false;
+    const int64_t K = a->ne[0] / OC;
+    return n->type == a->type && n->ne[0] == (a->ne[1] - 1) * s0 + K - 2 * p0 && n->ne[1] == OC && n->ne[2] == 1 &&
+           n->ne[3] == 1;
 }
 
 bool sup_conv_transpose_1d(const ggml_tensor * n) {
@@ -130,6 +154,8 @@ void append_encoder_rows(std::vector<OpRow> & rows) {
         {GGML_OP_IM2COL,             -1, {sup_im2col, host::im2col},                SI_CUDA(sup_im2col, cuda::im2col), true},
         {GGML_OP_IM2COL_3D,          -1, {sup_im2col_3d, host::im2col_3d},          SI_CUDA(sup_im2col_3d, cuda::im2col_3d), true},
         {GGML_OP_CONV_2D,            -1, {sup_conv_2d, host::conv_2d},              SI_CUDA(sup_conv_2d, cuda::conv_2d), true},
+        {GGML_OP_CONV_3D,            -1, {sup_conv_3d, host::conv_3d},              SI_CUDA(sup_conv_3d, cuda::conv_3d), true},
+        {GGML_OP_COL2IM_1D,          -1, {sup_col2im_1d, host::col2im_1d},          SI_CUDA(sup_col2im_1d, cuda::col2im_1d), true},
         {GGML_OP_CONV_2D_DW,         -1, {sup_conv_2d_dw, host::conv_2d_dw},        SI_CUDA(sup_conv_2d_dw, cuda::conv_2d_dw), true},
         {GGML_OP_CONV_TRANSPOSE_1D,  -1, {sup_conv_transpose_1d, host::conv_transpose_1d},
          SI_CUDA(sup_conv_transpose_1d, cuda::conv_transpose_1d), true},

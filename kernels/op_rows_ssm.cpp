@@ -1,6 +1,6 @@
 // Op-table rows of the state-space / linear-attention family (Note [op table
 // families]): SSM_CONV, SSM_SCAN, RWKV_WKV6, GATED_LINEAR_ATTN, RWKV_WKV7,
-// GATED_DELTA_NET, the chunking helpers CUMSUM, TRI, FILL, DIAG, SOLVE_TRI,
+// GATED_DELTA_NET, the chunking helpers CUMSUM, TRI, FILL, DIAG, DIAG_MASK_INF, SOLVE_TRI,
 // and the L2_NORM / GROUP_NORM normalisations.
 // Kernels: kernels/host/{ssm,linear_attn,triangular,group_norm}.cpp and the
 // .cu files of the same names.
@@ -104,6 +104,8 @@ bool sup_solve_tri(const ggml_tensor * n) {
            a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3] && ggml_are_same_shape(b, n);
 }
 
+bool sup_diag_mask(const ggml_tensor * n) { return sup_f32_same(n) && op_i32(n, 0) >= 0; }
+
 bool sup_l2_norm(const ggml_tensor * n) {
     return is_f32(n->src[0]) && is_f32(n) && ggml_are_same_shape(n->src[0], n);
 }
@@ -140,6 +142,7 @@ void append_ssm_rows(std::vector<OpRow> & rows) {
         {GGML_OP_TRI,               -1, {sup_tri, host::tri},                    SI_CUDA(sup_tri, cuda::tri), true},
         {GGML_OP_FILL,              -1, {sup_fill, host::fill},                  SI_CUDA(sup_fill, cuda::fill), true},
         {GGML_OP_DIAG,              -1, {sup_diag, host::diag},                  SI_CUDA(sup_diag, cuda::diag), true},
+        {GGML_OP_DIAG_MASK_INF,     -1, {sup_diag_mask, host::diag_mask_inf},   SI_CUDA(sup_diag_mask, cuda::diag_mask_inf), true},
         {GGML_OP_SOLVE_TRI,         -1, {sup_solve_tri, host::solve_tri},        SI_CUDA(sup_solve_tri, cuda::solve_tri), true},
         {GGML_OP_L2_NORM,           -1, {sup_l2_norm, host::l2_norm},            SI_CUDA(sup_l2_norm, cuda::l2_norm), true},
         {GGML_OP_GROUP_NORM,        -1, {sup_group_norm, host::group_norm},      SI_CUDA(sup_group_norm, cuda::group_norm), true},

@@ -1,5 +1,6 @@
 // Convolutions on the CUDA device, as kernels/host/conv.cpp (IM2COL,
-// IM2COL_3D, CONV_2D, CONV_2D_DW, CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D): one
+// IM2COL_3D, CONV_2D, CONV_2D_DW, CONV_3D, COL2IM_1D, CONV_TRANSPOSE_1D,
+// CONV_TRANSPOSE_2D): one
 // thread per dst element, each summing its taps in the host's order (the
 // transposed convolutions gather the input pixels that land on their output,
 // so no two threads write one element). Kernels F32 or F16; under an F16
@@ -139,6 +140,42 @@ __global__ void conv_t2d_kernel(Shape d, Shape k, Shape a, char * dd, const char
     }
 }
 
+__global__ void conv_3d_kernel(Shape d, Shape k, Shape a, char * dd, const char * kd, const char * ad, Conv c, int64_t C,
+                               int64_t OC, int64_t n) {
+    SI_GRID_STRIDE(t, n) {
+        const int64_t ox = t % d.ne[0], oy = (t / d.ne[0]) % d.ne[1], oz = (t / (d.ne[0] * d.ne[1])) % d.ne[2];
+        const int64_t o3 = t / (d.ne[0] * d.ne[1] * d.ne[2]);
+        const int64_t oc = o3 % OC, b = o3 / OC;
+        float sum = 0.0f;
+        for (int64_t ic = 0; ic < C; ++ic)
+            for (int64_t kz = 0; kz < k.ne[2]; ++kz)
+                for (int64_t ky = 0; ky < k.ne[1]; ++ky)
+                    for (int64_t kx = 0; kx < k.ne[0]; ++kx) {
+                        const int64_t ix = ox * c.s0 + kx * c.d0 - c.p0, iy = oy * c.s1 + ky * c.d1 - c.p1;
+                        const int64_t iz = oz * c.s2 + kz * c.d2 - c.p2;
+                        const bool in = ix >= 0 && ix < a.ne[0] && iy >= 0 && iy < a.ne[1] && iz >= 0 && iz < a.ne[2];
+                        const float x = in ? as_kernel_type(k.type, ld(ad, a, ix, iy, iz, b * C + ic)) : 0.0f;
+                        sum += x * ld(kd, k, kx, ky, kz, oc * C + ic);
+                    }
+        out(dd, d, ox, oy, oz, o3) = sum;
+    }
+}
+
+__global__ void col2im_1d_kernel(Shape d, Shape a, char * dd, const char * ad, int64_t s0, int64_t K, int64_t p0,
+                                 int64_t n) {
+    SI_GRID_STRIDE(t, n) {
+        const int64_t to = t % d.ne[0], oc = t / d.ne[0], ta = to + p0;
+        const int64_t lo = ta - K + 1 > 0 ? (ta - K + 1 + s0 - 1) / s0 : 0;
+        const int64_t hi = ta / s0 < a.ne[1] - 1 ? ta / s0 : a.ne[1] - 1;
+        float sum = 0.0f;
+        for (int64_t ti = lo; ti <= hi; ++ti) {
+            const int64_t kk = ta - ti * s0;
+            if (kk >= 0 && kk < K) sum += ld(ad, a, oc * K + kk, ti, 0, 0);
+        }
+        store_f(d.type, dd + to * d.nb[0] + oc * d.nb[1], sum);
+    }
+}
+
 Conv conv2d_of(const ggml_tensor * n) {
     return Conv{op_i32(n, 0), op_i32(n, 1), 1, op_i32(n, 2), op_i32(n, 3), 0, op_i32(n, 4), op_i32(n, 5), 1};
 }
@@ -208,6 +245,31 @@ bool conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
     if (n == 0) return true;
     conv_t2d_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(
         shape_of(node), shape_of(k), shape_of(a), static_cast<char *>(node->data), cd(k), cd(a), op_i32(node, 0), n);
+    SI_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
+bool conv_3d(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor *k = node->src[0], *a = node->src[1];
+    const int64_t n = ggml_nelements(node);
+    if (n == 0) return true;
+    const Conv c{op_i32(node, 0), op_i32(node, 1), op_i32(node, 2), op_i32(node, 3), op_i32(node, 4),
+                 op_i32(node, 5), op_i32(node, 6), op_i32(node, 7), op_i32(node, 8)};
+    conv_3d_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(
+        shape_of(node), shape_of(k), shape_of(a), static_cast<char *>(node->data), cd(k), cd(a), c, op_i32(node, 9),
+        op_i32(node, 11), n);
+    SI_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
+bool col2im_1d(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor * a = node->src[0];
+    const int64_t n = ggml_nelements(node);
+    if (n == 0) return true;
+    const int64_t OC = op_i32(node, 1);
+    col2im_1d_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(
+        shape_of(node), shape_of(a), static_cast<char *>(node->data), cd(a), op_i32(node, 0), a->ne[0] / OC,
+        op_i32(node, 2), n);
     SI_CUDA_LAUNCH_CHECK();
     return true;
 }

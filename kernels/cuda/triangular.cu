@@ -1,11 +1,11 @@
 // The chunked-attention helpers on the CUDA device, as kernels/host/triangular.cpp:
 //   CUMSUM:    one thread per row, summing in double in index order
-//   TRI, FILL, DIAG: one thread per dst element
+//   TRI, FILL, DIAG, DIAG_MASK_INF: one thread per dst element
 //   SOLVE_TRI: one thread per (matrix, right-hand-side column): forward
 //              substitution down the rows, in the host's order
 // F32 (FILL also F16), dim-0 elements adjacent, any row strides.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o CUMSUM (TRI, FILL, DIAG, SOLVE_TRI)
+// Test: test-backend-ops -b STANDIN_CUDA0 -o CUMSUM (TRI, FILL, DIAG, DIAG_MASK_INF, SOLVE_TRI)
 #include "kernels/common/op_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -70,6 +70,14 @@ __global__ void diag_kernel(Shape d, Shape a, char * dd, const char * ad, int64_
     }
 }
 
+__global__ void diag_mask_kernel(Shape d, Shape a, char * dd, const char * ad, int64_t n_past, int64_t n) {
+    SI_GRID_STRIDE(t, n) {
+        const int64_t i0 = t % d.ne[0], r = t / d.ne[0];
+        const float x = *reinterpret_cast<const float *>(elem(const_cast<char *>(ad), a, i0, r));
+        *reinterpret_cast<float *>(elem(dd, d, i0, r)) = i0 > n_past + r % d.ne[1] ? -INFINITY : x;
+    }
+}
+
 __global__ void solve_tri_kernel(Shape x, Shape a, Shape b, char * xd, const char * ad, const char * bd, int64_t n) {
     SI_GRID_STRIDE(t, n) {
         const int64_t k = x.ne[0], rows = x.ne[1];
@@ -127,6 +135,17 @@ bool diag(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     diag_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(
         shape_of(node), shape_of(a), static_cast<char *>(node->data), static_cast<const char *>(a->data), n);
+    SI_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
+bool diag_mask_inf(rt::Stream & stream, ggml_tensor * node) {
+    const int64_t n = ggml_nelements(node);
+    if (n == 0) return true;
+    const ggml_tensor * a = node->src[0];
+    diag_mask_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(
+        shape_of(node), shape_of(a), static_cast<char *>(node->data), static_cast<const char *>(a->data),
+        op_i32(node, 0), n);
     SI_CUDA_LAUNCH_CHECK();
     return true;
 }

@@ -10,6 +10,12 @@
 //              src[ox s0 + kx d0 - p0, oy s1 + ky d1 - p1, ic, n]
 //   CONV_2D_DW: the same with one kernel plane per channel (k[kx, ky, 0, c]).
 //   CONV_TRANSPOSE_1D: dst[x, oc] = sum_{ic, k: x = i s0 + k} src[i, ic] w[k, oc, ic]
+//   CONV_3D:   dst[ox, oy, oz, n OC + oc] = sum_{ic, kz, ky, kx} k[kx, ky, kz, oc C + ic] *
+//              src[ox s0 + kx d0 - p0, oy s1 + ky d1 - p1, oz s2 + kz d2 - p2, n C + ic]
+//              (C, N, OC: op_params[9..11])
+//   COL2IM_1D: dst[t, oc] = sum over the columns landing on t of
+//              src[oc K + k, t_in], t + p0 = t_in s0 + k (F32/F16/BF16, the
+//              sum in f32 in rising t_in, rounded once)
 //   CONV_TRANSPOSE_2D: dst[x, y, oc, n] = sum over the kernel taps and input
 //              pixels landing on (x, y) (stride op_params[0], no padding) of
 //              src[ix, iy, ic, n] w[kx, ky, oc, ic]
@@ -20,8 +26,8 @@
 // The transposed convolutions gather per output element (no accumulation
 // races), so the work splits over output rows.
 //
-// Test: test-backend-ops -b STANDIN_HOST0 -o IM2COL (IM2COL_3D, CONV_2D, CONV_2D_DW,
-//       CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D)
+// Test: test-backend-ops -b STANDIN_HOST0 -o IM2COL (IM2COL_3D, CONV_2D, CONV_2D_DW, CONV_3D,
+//       COL2IM_1D, CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D)
 #include <immintrin.h>
 
 #include <vector>
@@ -277,6 +283,68 @@ bool conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
                 *reinterpret_cast<float *>(static_cast<char *>(node->data) + x * node->nb[0] + y * node->nb[1] +
                                            oc * node->nb[2] + n * node->nb[3]) = sum;
             }
+        }
+    });
+    return true;
+}
+
+bool conv_3d(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor * k = node->src[0];    // [KW, KH, KD, C * OC]
+    const ggml_tensor * src = node->src[1];  // [W, H, D, C * N]
+    const int s0 = op_i32(node, 0), s1 = op_i32(node, 1), s2 = op_i32(node, 2);
+    const int p0 = op_i32(node, 3), p1 = op_i32(node, 4), p2 = op_i32(node, 5);
+    const int d0 = op_i32(node, 6), d1 = op_i32(node, 7), d2 = op_i32(node, 8);
+    const int64_t C = op_i32(node, 9), OC = op_i32(node, 11);
+    const int64_t KW = k->ne[0], KH = k->ne[1], KD = k->ne[2];
+    const int64_t OW = node->ne[0], OH = node->ne[1], OD = node->ne[2], N = node->ne[3] / OC;
+    const int64_t patch = C * KD * KH * KW;
+    const std::vector<float> w = dense_f32(k);  // row oc: its C * KD * KH * KW weights
+    // One task: one output row (oy, oz, n); patches gathered once per row.
+    pool_of(stream).parallel_for(OH * OD * N, 1, [&](int64_t t0, int64_t t1) {
+        std::vector<float> cols(static_cast<size_t>(OW * patch));
+        for (int64_t t = t0; t < t1; ++t) {
+            const int64_t oy = t % OH, oz = (t / OH) % OD, n = t / (OH * OD);
+            for (int64_t ox = 0; ox < OW; ++ox) {
+                float * pr = cols.data() + ox * patch;
+                for (int64_t ic = 0; ic < C; ++ic)
+                    for (int64_t kz = 0; kz < KD; ++kz)
+                        for (int64_t ky = 0; ky < KH; ++ky)
+                            for (int64_t kx = 0; kx < KW; ++kx) {
+                                const int64_t ix = ox * s0 + kx * d0 - p0, iy = oy * s1 + ky * d1 - p1;
+                                const int64_t iz = oz * s2 + kz * d2 - p2;
+                                const bool in = ix >= 0 && ix < src->ne[0] && iy >= 0 && iy < src->ne[1] && iz >= 0 &&
+                                                iz < src->ne[2];
+                                *pr++ = in ? as_kernel_type(k->type, ld(src, ix, iy, iz, n * C + ic)) : 0.0f;
+                            }
+            }
+            for (int64_t oc = 0; oc < OC; ++oc) {
+                const float * wr = w.data() + oc * patch;
+                for (int64_t ox = 0; ox < OW; ++ox) {
+                    *reinterpret_cast<float *>(static_cast<char *>(node->data) + ox * node->nb[0] + oy * node->nb[1] +
+                                               oz * node->nb[2] + (n * OC + oc) * node->nb[3]) =
+                        dot(cols.data() + ox * patch, wr, patch);
+                }
+            }
+        }
+    });
+    return true;
+}
+
+bool col2im_1d(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor * src = node->src[0];  // [K * OC, T_in]
+    const int64_t s0 = op_i32(node, 0), OC = op_i32(node, 1), p0 = op_i32(node, 2);
+    const int64_t K = src->ne[0] / OC, T_in = src->ne[1], T_out = node->ne[0];
+    pool_of(stream).parallel_for(OC * T_out, 1024, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const int64_t oc = t / T_out, to = t % T_out, ta = to + p0;
+            int64_t lo = ta - K + 1 > 0 ? (ta - K + 1 + s0 - 1) / s0 : 0;  // first t_in whose column reaches ta
+            const int64_t hi = std::min(T_in - 1, ta / s0);
+            float sum = 0.0f;
+            for (int64_t ti = lo; ti <= hi; ++ti) {
+                const int64_t kk = ta - ti * s0;
+                if (kk >= 0 && kk < K) sum += ld(src, oc * K + kk, ti, 0, 0);
+            }
+            store_f(node->type, static_cast<char *>(node->data) + to * node->nb[0] + oc * node->nb[1], sum);
         }
     });
     return true;

@@ -42,6 +42,7 @@ bool tri(rt::Stream & stream, ggml_tensor * node);             // TRI
 bool fill(rt::Stream & stream, ggml_tensor * node);            // FILL
 bool diag(rt::Stream & stream, ggml_tensor * node);            // DIAG
 bool solve_tri(rt::Stream & stream, ggml_tensor * node);       // SOLVE_TRI (lower, left)
+bool diag_mask_inf(rt::Stream & stream, ggml_tensor * node);   // DIAG_MASK_INF
 bool l2_norm(rt::Stream & stream, ggml_tensor * node);         // L2_NORM
 bool group_norm(rt::Stream & stream, ggml_tensor * node);      // GROUP_NORM
 // math.cpp: elementwise ops outside UNARY
@@ -62,6 +63,8 @@ bool conv_2d(rt::Stream & stream, ggml_tensor * node);         // CONV_2D
 bool conv_2d_dw(rt::Stream & stream, ggml_tensor * node);      // CONV_2D_DW
 bool conv_transpose_1d(rt::Stream & stream, ggml_tensor * node);  // CONV_TRANSPOSE_1D
 bool conv_transpose_2d(rt::Stream & stream, ggml_tensor * node);  // CONV_TRANSPOSE_2D
+bool conv_3d(rt::Stream & stream, ggml_tensor * node);         // CONV_3D
+bool col2im_1d(rt::Stream & stream, ggml_tensor * node);       // COL2IM_1D
 bool pool_1d(rt::Stream & stream, ggml_tensor * node);         // POOL_1D
 bool pool_2d(rt::Stream & stream, ggml_tensor * node);         // POOL_2D
 bool upscale(rt::Stream & stream, ggml_tensor * node);         // UPSCALE (nearest, bilinear, bicubic)

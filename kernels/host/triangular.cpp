@@ -5,12 +5,15 @@
 //              the kept triangle (op_params[0]: ggml_tri_type), else 0
 //   FILL:      every element of dst = op_params[0] (F32 or F16 dst)
 //   DIAG:      dst[i0, i1, i2, i3] = i0 == i1 ? src[i0, 0, i2, i3] : 0
+//   DIAG_MASK_INF: dst = src with dst[i0, i1] = -inf where i0 > n_past + i1
+//              (n_past: op_params[0]), the causal mask of older graphs
 //   SOLVE_TRI: X with A X = B for A lower triangular (square, dims 0/1),
 //              per matrix of the batch dims 2/3, by forward substitution;
 //              X and B are [k columns, n rows]
 // F32 (FILL also F16), dim-0 elements adjacent, any row strides.
 //
-// Test: test-backend-ops -b STANDIN_HOST0 -o CUMSUM (TRI, FILL, DIAG, SOLVE_TRI)
+// Test: test-backend-ops -b STANDIN_HOST0 -o CUMSUM (TRI, FILL, DIAG, DIAG_MASK_INF, SOLVE_TRI)
+#include <cmath>
 #include <vector>
 
 #include "kernels/common/op_params.h"
@@ -126,6 +129,21 @@ bool solve_tri(rt::Stream & stream, ggml_tensor * node) {
                 const float rhs = *reinterpret_cast<const float *>(B + row * b->nb[1] + col * sizeof(float));
                 x_at(row) = (rhs - s) / arow[row];
             }
+        }
+    });
+    return true;
+}
+
+bool diag_mask_inf(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor * src = node->src[0];
+    const int64_t n_past = op_i32(node, 0);
+    const int64_t n = node->ne[0];
+    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i1 = r % node->ne[1];
+            const float * x = reinterpret_cast<const float *>(row_ptr(src, r));
+            float * y = reinterpret_cast<float *>(row_ptr(node, r));
+            for (int64_t i = 0; i < n; ++i) y[i] = i > n_past + i1 ? -INFINITY : x[i];
         }
     });
     return true;
