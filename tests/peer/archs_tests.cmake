@@ -19,6 +19,17 @@ if(EXISTS ${ARCHS_TOOL})
     set_tests_properties(model.archs.host2 PROPERTIES LABELS "model;multi" TIMEOUT 900
         PASS_REGULAR_EXPRESSION "Meta \\[tensor\\]: OK [1-9][0-9]*, [^\n]*\nstandin host device[^\n]*\\[layer\\]: OK [1-9][0-9]*.*all architectures OK")
 
+    # The same over the CUDA device (label gpu; skipped without one): its
+    # layer-split row and the meta device over it. Host devices are left out,
+    # so the meta device holds device memory only.
+    add_test(NAME model.archs.cuda
+             COMMAND ${CMAKE_COMMAND} -E env GGML_STANDIN_HOST_DEVICES=0
+                     ${HERE}/if_device.sh $<TARGET_FILE:standin> ${PLUGIN} STANDIN_CUDA0
+                     ${HERE}/run_llama_archs.sh ${ARCHS_TOOL} $<TARGET_FILE:standin_load_backends> ${PLUGIN}
+                     ${CMAKE_BINARY_DIR}/model-archs-cuda.log -s 42)
+    set_tests_properties(model.archs.cuda PROPERTIES LABELS "model;multi;gpu" TIMEOUT 1800 SKIP_RETURN_CODE 77
+        PASS_REGULAR_EXPRESSION "Meta \\[tensor\\]: OK [1-9][0-9]*, .*all architectures OK")
+
     # A planted gap (GGML_STANDIN_FAULT=decline:OP, every standin device
     # declines the op). arcee squares the split FFN activations: on the CPU the
     # meta device could not split around that node and aborted, so standin
