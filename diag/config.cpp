@@ -87,12 +87,13 @@ void read_fault(const char * name, const char * f, std::string & out, Warnings &
     static const char * points[] = {"registry", "devices", "props", "backend", "alloc", "copy", "compute", "leak"};
     bool known = false;
     for (const char * p : points) known = known || std::strcmp(p, f) == 0;
-    const bool perturb = std::strncmp(f, "perturb:", 8) == 0;  // perturb:OP
-    if (perturb && !is_op_desc(f + 8)) {
+    // perturb:OP plants a wrong kernel for OP, decline:OP a gap in the op table.
+    const bool per_op = std::strncmp(f, "perturb:", 8) == 0 || std::strncmp(f, "decline:", 8) == 0;
+    if (per_op && !is_op_desc(f + 8)) {
         // A name no node has would plant nothing, silently.
         warnings.push_back(std::string(name) + "='" + f + "': '" + (f + 8) +
                            "' is not a ggml op name (as ggml_op_desc spells it, e.g. perturb:SOFT_MAX); ignored");
-    } else if (known || perturb) {
+    } else if (known || per_op) {
         out = f;
     } else {
         warnings.push_back(std::string(name) + "='" + f + "' is not a fault point; ignored");

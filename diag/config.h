@@ -60,10 +60,15 @@ struct Config {
     // perturb:OP (an op name as ggml_op_desc gives it, e.g. perturb:SOFT_MAX)
     // plants a wrong kernel instead: host devices scale that op's F32 output
     // after computing it, so `standin ab` and its tests can show it is found.
+    // decline:OP plants a gap in the op table: every device declines that op
+    // (supports_op and graph compute), as if it had no kernel.
     std::string fault;
     bool fault_at(const char * point) const { return fault == point; }
     bool perturbs(const char * op) const {
         return fault.size() > 8 && fault.compare(0, 8, "perturb:") == 0 && fault.compare(8, std::string::npos, op) == 0;
+    }
+    bool declines(const char * op) const {
+        return fault.size() > 8 && fault.compare(0, 8, "decline:") == 0 && fault.compare(8, std::string::npos, op) == 0;
     }
 
     // Problems found while parsing, one line each (already logged by from_env).

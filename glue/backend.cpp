@@ -152,7 +152,7 @@ ggml_status run_nodes(BackendContext & ctx, ggml_cgraph * cgraph, bool profile, 
                 continue;
             }
         }
-        if (!kernels::run_node(kind, *ctx.stream, node)) {
+        if (ctx.dev->config->declines(ggml_op_desc(node)) || !kernels::run_node(kind, *ctx.stream, node)) {
             diag::crash_context_clear();
             SI_LOG_ERROR("%s: node %d (%s, %s '%s') is not supported here", ctx.dev->name.c_str(), i,
                          ggml_op_desc(node), ggml_type_name(node->type), node->name);

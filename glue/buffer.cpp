@@ -5,6 +5,7 @@
 
 #include "diag/log.h"
 #include "glue/glue.h"
+#include "glue/meta_split.h"
 #include "runtime/ownership.h"
 
 namespace standin::glue {
@@ -14,6 +15,7 @@ namespace {
 char * tensor_at(const ggml_tensor * t, size_t offset) { return static_cast<char *>(t->data) + offset; }
 
 void buffer_free(ggml_backend_buffer_t buffer) {
+    meta_split::forget_buffer(buffer);
     BufferContext * ctx = &buffer_ctx(buffer);
     if (ctx->host) {
         ctx->dev->rt->free_host(ctx->base);
@@ -27,6 +29,13 @@ void buffer_free(ggml_backend_buffer_t buffer) {
 }
 
 void * buffer_get_base(ggml_backend_buffer_t buffer) { return buffer_ctx(buffer).base; }
+
+// No per-tensor state of our own; the shapes of named weight and cache
+// tensors are noted for tensor splits (Note [declining inside a tensor split]).
+ggml_status buffer_init_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor) {
+    meta_split::note_tensor(buffer, tensor);
+    return GGML_STATUS_SUCCESS;
+}
 
 // Host buffers and host-memory devices are plain memory; only device memory
 // goes through the runtime's copies.
@@ -94,7 +103,7 @@ void buffer_clear(ggml_backend_buffer_t buffer, uint8_t value) {
 const ggml_backend_buffer_i buffer_iface = {
     /* .free_buffer   = */ buffer_free,
     /* .get_base      = */ buffer_get_base,
-    /* .init_tensor   = */ nullptr,  // no per-tensor state: views need nothing either
+    /* .init_tensor   = */ buffer_init_tensor,
     /* .memset_tensor = */ buffer_memset_tensor,
     /* .set_tensor    = */ buffer_set_tensor,
     /* .get_tensor    = */ buffer_get_tensor,

@@ -1,7 +1,13 @@
 // The device object: identity, memory, capabilities, and the honest
 // supports_op / supports_buft / offload_op that the scheduler plans with.
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
 #include "diag/log.h"
 #include "glue/glue.h"
+#include "glue/meta_split.h"
 #include "kernels/op_table.h"
 #include "runtime/ownership.h"
 
@@ -53,9 +59,28 @@ ggml_backend_buffer_type_t dev_get_buffer_type(ggml_backend_dev_t dev) { return 
 ggml_backend_buffer_type_t dev_get_host_buffer_type(ggml_backend_dev_t dev) { return &device_ctx(dev).host_buft; }
 
 // Placement is the scheduler's business (it copies sources into a buffer type
-// this device supports_buft), so this answers for the op alone.
+// this device supports_buft), so this answers for the op alone (but see Note
+// [declining inside a tensor split]).
 bool dev_supports_op(ggml_backend_dev_t dev, const ggml_tensor * op) {
-    return kernels::supports(device_ctx(dev).rt->kind(), op);
+    DeviceContext & ctx = device_ctx(dev);
+    if (kernels::supports(ctx.rt->kind(), op) && !ctx.config->declines(ggml_op_desc(op))) {
+        return true;
+    }
+    if (!meta_split::decline_would_abort(op)) {
+        return false;
+    }
+    if (meta_split::is_placement_probe(op)) {
+        return true;  // the weight stays on the meta device; its graph node is judged when it is planned
+    }
+    static std::mutex mu;
+    static std::set<std::pair<const DeviceContext *, std::string>> logged;
+    std::lock_guard<std::mutex> lock(mu);
+    if (logged.insert({&ctx, ggml_op_desc(op)}).second) {
+        SI_LOG_ERROR("%s: cannot run %s (%s '%s'), and declining it would abort ggml's tensor split (its data is "
+                     "split across the devices); accepted, so computing the graph fails instead",
+                     ctx.name.c_str(), ggml_op_desc(op), ggml_type_name(op->type), op->name);
+    }
+    return true;
 }
 
 bool dev_supports_buft(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft) {

@@ -2,15 +2,7 @@
 
 #include <array>
 
-#include "kernels/common/quants.h"
-#include "kernels/host/elem.h"
-#include "kernels/host/host_kernels.h"
-#ifdef STANDIN_WITH_CUDA
-#include "kernels/cuda/cuda_kernels.h"
-#define SI_CUDA(pred, fn) DeviceImpl{pred, fn}
-#else
-#define SI_CUDA(pred, fn) DeviceImpl{}
-#endif
+#include "kernels/op_rows.h"
 
 namespace standin::kernels {
 
@@ -122,18 +114,17 @@ bool sup_copy_quant(const ggml_tensor * n) {
     return is_float_type(dt) && quant::can_decode(st) && dim0_dense(s);
 }
 
-// The host copy kernel routes block types to copy_quant (cpy.cpp).
-bool sup_copy_host(const ggml_tensor * n) { return sup_copy(n) || sup_copy_quant(n); }
+// The host copy kernel routes block types to copy_quant (cpy.cpp); copy_any
+// (cpy_int.cpp) takes integer and F32<->I32 copies first.
+bool sup_copy_host(const ggml_tensor * n) { return sup_copy(n) || sup_copy_quant(n) || host::is_elem_copy(n); }
 
 // --- end predicates: matmul
 
 // --- predicates: normalisation, rope, softmax, attention, activations, reductions
 // (kernels in kernels/host/{norm,rope,softmax,flash_attn,unary,glu,reduce,shape}.cpp)
 
-// Elements of dim 0 are adjacent (rows themselves may be strided).
-bool rows_contiguous(const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); }
-
-bool is_f32_or_f16(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16; }
+using rows::is_f32_or_f16;
+using rows::rows_contiguous;
 
 bool sup_norm(const ggml_tensor * n) {
     const ggml_tensor * a = n->src[0];
@@ -284,7 +275,7 @@ bool sup_shape(const ggml_tensor * n) {
 // of any block type are one memcpy (elementwise.cu).
 bool cuda_copy(const ggml_tensor * n) {
     const ggml_tensor * s = n->src[0];
-    if (sup_copy(n)) return true;
+    if (sup_copy(n) || host::is_elem_copy(n)) return true;  // elementary copies: copy_any (cpy_int.cu)
     if (!sup_copy_quant(n)) return false;
     const bool memcpy_case = s->type == n->type && ggml_is_contiguous(s) && ggml_is_contiguous(n);
     return memcpy_case || ggml_type_size(s->type) % 2 == 0;
@@ -305,7 +296,8 @@ bool cuda_flash_attn(const ggml_tensor * n) {
            q->ne[2] <= 65535 && q->ne[3] <= 65535;
 }
 
-// CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes); no ADD1 / ACC.
+// CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes); ADD1 and ACC take
+// the host predicate (kernels/cuda/tensor_build.cu).
 bool cuda_shape(const ggml_tensor * n) {
     if (n->op != GGML_OP_CONCAT && n->op != GGML_OP_REPEAT) return false;
     const size_t es = ggml_type_size(n->type);
@@ -315,9 +307,9 @@ bool cuda_shape(const ggml_tensor * n) {
 #endif  // STANDIN_WITH_CUDA
 // --- end predicates: CUDA device
 
-const std::vector<OpRow> & rows_storage() {
+std::vector<OpRow> core_rows() {
     using namespace host;
-    static const std::vector<OpRow> rows = {
+    return {
         // op               sub  host                         cuda                                local
         {GGML_OP_NONE,      -1, {sup_view, nullptr},         SI_CUDA(sup_view, nullptr),           true},
         {GGML_OP_VIEW,      -1, {sup_view, nullptr},         SI_CUDA(sup_view, nullptr),           true},
@@ -329,9 +321,9 @@ const std::vector<OpRow> & rows_storage() {
         {GGML_OP_MUL,       -1, {sup_binary, host::binary},  SI_CUDA(sup_binary, cuda::binary),    true},
         {GGML_OP_DIV,       -1, {sup_binary, host::binary},  SI_CUDA(sup_binary, cuda::binary),    true},
         {GGML_OP_SCALE,     -1, {sup_scale, host::scale},    SI_CUDA(sup_scale, cuda::scale),      true},
-        {GGML_OP_CPY,       -1, {sup_copy_host, host::copy}, SI_CUDA(cuda_copy, cuda::copy),       true},
-        {GGML_OP_DUP,       -1, {sup_copy_host, host::copy}, SI_CUDA(cuda_copy, cuda::copy),       true},
-        {GGML_OP_CONT,      -1, {sup_copy_host, host::copy}, SI_CUDA(cuda_copy, cuda::copy),       true},
+        {GGML_OP_CPY,       -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
+        {GGML_OP_DUP,       -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
+        {GGML_OP_CONT,      -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
         // --- rows: matmul, quantized types, gather/scatter (GET_ROWS, SET_ROWS, MUL_MAT, CPY->quant)
         {GGML_OP_GET_ROWS,  -1, {sup_get_rows, host::get_rows}, SI_CUDA(sup_get_rows, cuda::get_rows), true},
         {GGML_OP_SET_ROWS,  -1, {sup_set_rows, host::set_rows}, SI_CUDA(sup_set_rows, cuda::set_rows), true},
@@ -381,10 +373,21 @@ const std::vector<OpRow> & rows_storage() {
         {GGML_OP_ARGMAX,    -1, {sup_reduce, host::reduce}, SI_CUDA(sup_reduce, cuda::reduce), true},
         {GGML_OP_CONCAT,    -1, {sup_shape, host::shape}, SI_CUDA(cuda_shape, cuda::shape), true},
         {GGML_OP_REPEAT,    -1, {sup_shape, host::shape}, SI_CUDA(cuda_shape, cuda::shape), true},
-        {GGML_OP_ADD1,      -1, {sup_shape, host::shape}, DeviceImpl{}, true},
-        {GGML_OP_ACC,       -1, {sup_shape, host::shape}, DeviceImpl{}, true},
+        {GGML_OP_ADD1,      -1, {sup_shape, host::shape}, SI_CUDA(sup_shape, cuda::acc_add1), true},
+        {GGML_OP_ACC,       -1, {sup_shape, host::shape}, SI_CUDA(sup_shape, cuda::acc_add1), true},
         // --- end rows: normalisation
     };
+}
+
+const std::vector<OpRow> & rows_storage() {
+    static const std::vector<OpRow> rows = [] {
+        std::vector<OpRow> r = core_rows();
+        rows::append_moe_rows(r);
+        rows::append_ssm_rows(r);
+        rows::append_math_rows(r);
+        rows::append_encoder_rows(r);
+        return r;
+    }();
     return rows;
 }
 

@@ -20,5 +20,7 @@ SI_HD float silu(float x) { return x / (1.0f + expf(-x)); }
 SI_HD float gelu(float x) { return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kGeluA * x * x))); }
 SI_HD float gelu_quick(float x) { return x * (1.0f / (1.0f + expf(kGeluQuickCoef * x))); }
 SI_HD float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * kSqrt2Inv)); }
+// The softplus of the state-space scans (dt), linear above 20 as in ggml.
+SI_HD float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 } // namespace standin::act

@@ -146,3 +146,17 @@ TEST(Config, MmqAndPdl) {
     ASSERT_EQ(bad.warnings.size(), 1u);
     EXPECT_NE(bad.warnings[0].find("auto|off|all"), std::string::npos);
 }
+
+// GGML_STANDIN_FAULT=decline:OP plants a gap for one op, and only that op; it
+// is not a perturbation.
+TEST(Config, DeclineFaultNamesOneOp) {
+    Config c = parse({{"GGML_STANDIN_FAULT", "decline:SQR"}});
+    EXPECT_TRUE(c.warnings.empty());
+    EXPECT_TRUE(c.declines("SQR"));
+    EXPECT_FALSE(c.declines("SQRT"));
+    EXPECT_FALSE(c.perturbs("SQR"));
+    EXPECT_FALSE(parse({{"GGML_STANDIN_FAULT", "perturb:SQR"}}).declines("SQR"));
+    Config bare = parse({{"GGML_STANDIN_FAULT", "decline:"}});
+    EXPECT_EQ(bare.warnings.size(), 1u);
+    EXPECT_FALSE(bare.declines(""));
+}

@@ -57,10 +57,10 @@ TEST_F(OpTableTensors, SupportFollowsTypes) {
 
     // Not claimed: a quantized destination, and an op with no row at all.
     EXPECT_FALSE(kernels::supports(rt::Kind::host, ggml_cast(ctx, a, GGML_TYPE_Q8_0)));
-    ggml_tensor * m = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 8);
-    ggml_tensor * pool = ggml_pool_1d(ctx, m, GGML_OP_POOL_AVG, 2, 2, 0);
-    EXPECT_FALSE(kernels::supports(rt::Kind::host, pool));
-    EXPECT_EQ(kernels::find_row(pool), nullptr);
+    ggml_tensor * m = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 8, 8, 8);
+    ggml_tensor * part = ggml_win_part(ctx, m, 2);
+    EXPECT_FALSE(kernels::supports(rt::Kind::host, part));
+    EXPECT_EQ(kernels::find_row(part), nullptr);
     // No SYCL device yet: nothing is claimed for it.
     EXPECT_FALSE(kernels::supports(rt::Kind::sycl, ggml_add(ctx, a, b)));
 }
