@@ -148,6 +148,8 @@ const Var kVars[] = {
      [](const Config & c, std::ostream & s) { if (c.crash_handler) s << " crash_handler=on"; }},
     {"GGML_STANDIN_HOST_DISCRETE", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.host_discrete, w); },
      [](const Config & c, std::ostream & s) { if (c.host_discrete) s << " host_discrete=on"; }},
+    {"GGML_STANDIN_HOST_REPACK", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.host_repack, w); },
+     [](const Config & c, std::ostream & s) { if (!c.host_repack) s << " host_repack=off"; }},
     {"GGML_STANDIN_PROFILE", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.profile, w); },
      [](const Config & c, std::ostream & s) { if (c.profile) s << " profile=on"; }},
     {"GGML_STANDIN_FAULT", [](const char * n, const char * r, Config & c, Warnings & w) { read_fault(n, r, c.fault, w); },

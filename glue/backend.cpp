@@ -15,6 +15,7 @@
 #include "diag/log.h"
 #include "glue/glue.h"
 #include "kernels/fusion.h"
+#include "kernels/host/packed.h"
 #include "kernels/op_table.h"
 #include "runtime/ownership.h"
 
@@ -56,13 +57,25 @@ void backend_free(ggml_backend_t backend) {
 
 // The async copies are only reached for tensors in this device's buffers
 // (ggml checks the buffer type first), so plain-memory devices can memcpy.
+// Weights go through the buffer's own calls, which know the packed layout
+// (Note [packed weights], kernels/host/packed.h).
 void backend_set_tensor_async(ggml_backend_t backend, ggml_tensor * tensor, const void * data, size_t offset,
                               size_t size) {
+    ggml_backend_buffer_t buf = tensor->view_src != nullptr ? tensor->view_src->buffer : tensor->buffer;
+    if (buf != nullptr && (buf->usage == GGML_BACKEND_BUFFER_USAGE_WEIGHTS || kernels::host::packed::packed_of(tensor))) {
+        buf->iface.set_tensor(buf, tensor, data, offset, size);
+        return;
+    }
     backend_ctx(backend).stream->copy_to_device(static_cast<char *>(tensor->data) + offset, data, size);
 }
 
 void backend_get_tensor_async(ggml_backend_t backend, const ggml_tensor * tensor, void * data, size_t offset,
                               size_t size) {
+    if (kernels::host::packed::packed_of(tensor) != nullptr) {
+        ggml_backend_buffer_t buf = tensor->view_src != nullptr ? tensor->view_src->buffer : tensor->buffer;
+        buf->iface.get_tensor(buf, tensor, data, offset, size);
+        return;
+    }
     backend_ctx(backend).stream->copy_to_host(data, static_cast<const char *>(tensor->data) + offset, size);
 }
 

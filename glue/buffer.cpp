@@ -1,10 +1,16 @@
 // Buffers: one runtime allocation each, tensors placed in it by ggml-alloc.
 // Data movement goes through the runtime's synchronous helpers, which order
 // themselves after all work on the device (ggml's buffer calls are blocking).
+// A host device's own weight buffers keep Q4_0/Q8_0 weights in the host
+// kernels' layout (Note [packed weights], kernels/host/packed.h): a whole
+// tensor written into one is packed on the way in, and every read or copy
+// out of it gives the original bytes.
 #include <cstring>
+#include <vector>
 
 #include "diag/log.h"
 #include "glue/glue.h"
+#include "kernels/host/packed.h"
 #include "runtime/ownership.h"
 
 namespace standin::glue {
@@ -32,9 +38,40 @@ void * buffer_get_base(ggml_backend_buffer_t buffer) { return buffer_ctx(buffer)
 // goes through the runtime's copies.
 bool is_plain_memory(const BufferContext & ctx) { return ctx.host || ctx.dev->rt->memory_is_host(); }
 
+namespace packed = kernels::host::packed;
+
+// Whether a write of `size` bytes at `offset` into `tensor` is a whole weight
+// the host kernels want packed: a host device's own buffer (not the _Host
+// staging type, which other backends read directly) marked for weights.
+bool packs(ggml_backend_buffer_t buffer, const ggml_tensor * tensor, size_t offset, size_t size) {
+    const BufferContext & ctx = buffer_ctx(buffer);
+    return buffer->usage == GGML_BACKEND_BUFFER_USAGE_WEIGHTS && !ctx.host && ctx.dev->config->host_repack &&
+           ctx.dev->rt->kind() == rt::Kind::host && offset == 0 && size == ggml_nbytes(tensor) && size > 0 &&
+           packed::can_pack(tensor);
+}
+
+// A partial write into a packed tensor (or a view of one) meets the original
+// layout: the tensor is restored to it first and stays so.
+void unpack_for_write(ggml_tensor * tensor) {
+    if (packed::packed_of(tensor) != nullptr) {
+        packed::unpack_in_place(tensor->view_src != nullptr ? tensor->view_src : tensor);
+    }
+}
+
+// Bytes [offset, offset + size) of `tensor` as originally laid out.
+void read_original(const ggml_tensor * tensor, void * data, size_t offset, size_t size) {
+    const ggml_tensor * base = tensor->view_src != nullptr ? tensor->view_src : tensor;
+    const size_t view_offs = size_t(static_cast<const char *>(tensor->data) - static_cast<const char *>(base->data));
+    packed::read_plain(base, view_offs + offset, size, data);
+}
+
 void buffer_memset_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, uint8_t value, size_t offset,
                           size_t size) {
     BufferContext & ctx = buffer_ctx(buffer);
+    // One byte value reads the same in either layout; only a part needs restoring.
+    if (offset != 0 || size != ggml_nbytes(tensor)) {
+        unpack_for_write(tensor);
+    }
     if (is_plain_memory(ctx)) {
         memset(tensor_at(tensor, offset), value, size);
     } else {
@@ -48,6 +85,17 @@ void buffer_set_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, const
     if (ctx.dev->config->fault_at("copy")) {
         return;  // GGML_STANDIN_FAULT=copy: the data never arrives
     }
+    if (packs(buffer, tensor, offset, size)) {
+        packed::pack(tensor, data, tensor->data);
+        return;
+    }
+    if (packed::packed_of(tensor) != nullptr) {
+        if (tensor->view_src == nullptr && offset == 0 && size == ggml_nbytes(tensor)) {
+            tensor->extra = nullptr;  // wholly rewritten in the original layout
+        } else {
+            unpack_for_write(tensor);
+        }
+    }
     if (is_plain_memory(ctx)) {
         memcpy(tensor_at(tensor, offset), data, size);
     } else {
@@ -58,6 +106,10 @@ void buffer_set_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, const
 void buffer_get_tensor(ggml_backend_buffer_t buffer, const ggml_tensor * tensor, void * data, size_t offset,
                        size_t size) {
     BufferContext & ctx = buffer_ctx(buffer);
+    if (packed::packed_of(tensor) != nullptr) {
+        read_original(tensor, data, offset, size);
+        return;
+    }
     if (is_plain_memory(ctx)) {
         memcpy(data, tensor_at(tensor, offset), size);
     } else {
@@ -68,6 +120,12 @@ void buffer_get_tensor(ggml_backend_buffer_t buffer, const ggml_tensor * tensor,
 bool buffer_cpy_tensor(ggml_backend_buffer_t buffer, const ggml_tensor * src, ggml_tensor * dst) {
     BufferContext & ctx = buffer_ctx(buffer);
     const size_t n = ggml_nbytes(src);
+    if (packed::packed_of(src) != nullptr) {  // only ours are packed: copy the original bytes
+        std::vector<char> tmp(n);
+        read_original(src, tmp.data(), 0, n);
+        buffer_set_tensor(buffer, dst, tmp.data(), 0, n);
+        return true;
+    }
     if (ggml_backend_buffer_is_host(src->buffer)) {
         buffer_set_tensor(buffer, dst, src->data, 0, n);
         return true;
@@ -76,6 +134,7 @@ bool buffer_cpy_tensor(ggml_backend_buffer_t buffer, const ggml_tensor * src, gg
     // staged through the host by ggml.
     if (rt::Ownership::instance().is_ours(src->buffer, rt::ObjKind::buffer) &&
         buffer_ctx(src->buffer).dev == ctx.dev && !buffer_ctx(src->buffer).host) {
+        unpack_for_write(dst);
         ctx.dev->rt->copy_on_device_sync(dst->data, src->data, n);
         return true;
     }

@@ -40,7 +40,11 @@ void dev_get_props(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
     props->caps.host_buffer          = true;
     props->caps.buffer_from_host_ptr = false;
     props->caps.events               = true;
-    props->caps.mmap_support         = false;
+    // llama.cpp loads from a memory-mapped file only if every device says
+    // yes; otherwise it reads a host device's weights straight into the
+    // buffer's memory, past set_tensor, where they are packed for the host
+    // kernels (Note [packed weights], kernels/host/packed.h).
+    props->caps.mmap_support         = host;
 }
 
 ggml_backend_t dev_init_backend(ggml_backend_dev_t dev, const char * params) {

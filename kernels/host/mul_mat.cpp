@@ -9,7 +9,9 @@
 //
 // Block-quantized weights: every src1 row is first quantized to int8 groups
 // (Note [activation blocks], vec_dot.h) and the integer kernels of
-// mul_mat_q.cpp do the rest. Float weights: src1 is used as f32, rounded to the
+// mul_mat_q.cpp do the rest, or those of mul_mat_x8*.cpp for weights packed in
+// groups of 8 rows (Note [packed weights], packed.h; a view that cuts groups
+// is restored to the original layout in scratch first). Float weights: src1 is used as f32, rounded to the
 // weight type first under F16/BF16 weights as ggml-cpu does (converted into
 // scratch unless it is f32 with contiguous rows under f32 weights), and weight
 // rows are converted from F16/BF16 on the fly inside FMA loops.
@@ -31,6 +33,7 @@
 #include "kernels/common/quants.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/packed.h"
 #include "kernels/host/vec_dot.h"
 #include "runtime/host/host_device.h"
 
@@ -184,15 +187,17 @@ bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     const int64_t group = quant::act_group(a->type);
-    // Scratch: per column K int8, K/32 floats of d, K/32 of s, K/2 int16 sums.
+    // Scratch: per column K int8, K/32 floats of d, K/32 of s, K/32 int32 of
+    // q8sum, K/2 int16 sums.
     const int64_t ncols = s.N * s.ne12 * s.ne13;
     const size_t  q_bytes = (size_t(ncols * s.K) + 63) & ~size_t(63);
     const size_t  f_bytes = (size_t(ncols * (s.K / 32)) * sizeof(float) + 63) & ~size_t(63);
-    std::vector<char> & buf = scratch(q_bytes + 2 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
-    int8_t *  q    = reinterpret_cast<int8_t *>(buf.data());
-    float *   d    = reinterpret_cast<float *>(buf.data() + q_bytes);
-    float *   sm   = reinterpret_cast<float *>(buf.data() + q_bytes + f_bytes);
-    int16_t * sums = reinterpret_cast<int16_t *>(buf.data() + q_bytes + 2 * f_bytes);
+    std::vector<char> & buf = scratch(q_bytes + 3 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
+    int8_t *  q     = reinterpret_cast<int8_t *>(buf.data());
+    float *   d     = reinterpret_cast<float *>(buf.data() + q_bytes);
+    float *   sm    = reinterpret_cast<float *>(buf.data() + q_bytes + f_bytes);
+    int32_t * q8sum = reinterpret_cast<int32_t *>(buf.data() + q_bytes + 2 * f_bytes);
+    int16_t * sums  = reinterpret_cast<int16_t *>(buf.data() + q_bytes + 3 * f_bytes);
 
     pool.parallel_for(ncols, std::max<int64_t>(1, 4096 / s.K), [&](int64_t c0, int64_t c1) {
         std::vector<float> tmp(b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) ? 0 : size_t(s.K));
@@ -200,14 +205,15 @@ bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
             const int64_t n = c % s.N, i12 = (c / s.N) % s.ne12, i13 = c / (s.N * s.ne12);
             const float * x = src1_row_f32(b, n, i12, i13, tmp.data());
             if (group == 32) {
-                mm::quantize_act_32(x, s.K, q + c * s.K, d + c * (s.K / 32), sm + c * (s.K / 32), sums + c * (s.K / 2));
+                mm::quantize_act_32(x, s.K, q + c * s.K, d + c * (s.K / 32), sm + c * (s.K / 32),
+                                    sums + c * (s.K / 2), q8sum + c * (s.K / 32));
             } else {
                 mm::quantize_act_256(x, s.K, q + c * s.K, d + c * (s.K / 256), sums + c * (s.K / 2));
             }
         }
     });
 
-    const mm::Act act{q, d, sm, sums, s.K};
+    const mm::Act act{q, d, sm, sums, s.K, q8sum};
     pool.parallel_for(s.tiles(), 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const TileIndex ti = tile_index(s, t);
@@ -278,13 +284,38 @@ bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
     return true;
 }
 
+// src0 is a view of packed weights that cuts groups (packed.h): its rows are
+// restored to the original layout in scratch and multiplied as plain weights.
+bool mul_mat_restored(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor * a = node->src[0];
+    const size_t rb = size_t(a->ne[0] / ggml_blck_size(a->type)) * ggml_type_size(a->type);
+    std::vector<char> rows(rb * size_t(a->ne[1] * a->ne[2] * a->ne[3]));
+    ggml_tensor plain = *a;
+    plain.data     = rows.data();
+    plain.view_src = nullptr;
+    plain.extra    = nullptr;
+    plain.nb[1]    = rb;
+    plain.nb[2]    = rb * size_t(a->ne[1]);
+    plain.nb[3]    = plain.nb[2] * size_t(a->ne[2]);
+    for (int64_t i3 = 0; i3 < a->ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < a->ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < a->ne[1]; ++i1)
+                packed::read_row(a, i1, i2, i3, rows.data() + i1 * plain.nb[1] + i2 * plain.nb[2] + i3 * plain.nb[3]);
+    ggml_tensor n2 = *node;
+    n2.src[0] = &plain;
+    return mul_mat(stream, &n2);
+}
+
 } // namespace
 
 bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
-    const mm::QTileFn qfn = mm::qtile_for(a->type);
+    if (packed::packed_of(a) != nullptr && !packed::is_native(a)) {
+        return mul_mat_restored(stream, node);
+    }
+    const mm::QTileFn qfn = packed::is_native(a) ? mm::x8_tile_for(a->type) : mm::qtile_for(a->type);
     const FTileFn     ffn = ftile_for(a->type);
     if ((qfn == nullptr && ffn == nullptr) || !is_float_type(b->type) || node->type != GGML_TYPE_F32) {
         return false;  // the support predicate (op_table.cpp) refuses these

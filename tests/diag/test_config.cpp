@@ -84,6 +84,13 @@ TEST(Config, HostDiscrete) {
     EXPECT_EQ(bad.warnings.size(), 1u);
 }
 
+TEST(Config, HostRepack) {
+    EXPECT_TRUE(parse({}).host_repack);
+    Config c = parse({{"GGML_STANDIN_HOST_REPACK", "0"}});
+    EXPECT_FALSE(c.host_repack);
+    EXPECT_NE(c.summary().find("host_repack=off"), std::string::npos);
+}
+
 // GGML_STANDIN_FAULT=perturb:OP names one op exactly; a bare "perturb:" is
 // not a fault point.
 TEST(Config, PerturbFaultNamesOneOp) {
