@@ -1,4 +1,5 @@
-// Packed Q4_0/Q8_0 MUL_MAT tiles at the x86-64-v3 level (mul_mat_x8.h).
+// Packed Q4_0/Q8_0 MUL_MAT tiles at the x86-64-v3 level (mul_mat_x8.h), and
+// the choice of level for them (isa.h).
 //
 // AVX2 has no 8-bit dot product into int32: maddubs gives pairs in int16 and
 // madd with ones adds the pairs into int32. Q4_0 keeps the pair sums of a
@@ -9,9 +10,11 @@
 // weights go through |x| and sign(y, x) as maddubs needs one unsigned side.
 //
 // Test: tests/kernels/test_packed.cpp (against the unpacked kernels and a
-// double-precision product).
+// double-precision product, every level the CPU has).
 #define SI_X8_TARGET
 #include "kernels/host/mul_mat_x8.h"
+
+#include "kernels/host/isa.h"
 
 namespace standin::kernels::host::mm {
 
@@ -29,6 +32,14 @@ struct OpsAvx2 {
 
 } // namespace
 
-QTileFn x8_tile_for(ggml_type type) { return x8_tile<OpsAvx2>(type); }
+QTileFn x8_tile_vnni(ggml_type type);  // mul_mat_x8_vnni.cpp
+
+QTileFn x8_tile_for(ggml_type type) {
+    switch (isa::level()) {
+        case isa::Level::avx512_vnni: return x8_tile_vnni(type);
+        case isa::Level::avx2:        break;
+    }
+    return x8_tile<OpsAvx2>(type);
+}
 
 } // namespace standin::kernels::host::mm

@@ -1,9 +1,11 @@
 // Packed weights (kernels/host/packed.h, Note [packed weights]) and their
-// kernels (mul_mat_x8*.cpp).
+// kernels (mul_mat_x8*.cpp), and the choice of instruction-set level
+// (kernels/host/isa.h).
 //
 // The packed MUL_MAT must give, per row, exactly the float operations of a
 // sequential block loop acc = fma(float(isum), d_w * d_y, acc) over the same
-// int8 activations (the order of ggml-cpu's interleaved Q4_0 kernel); every other reader of a packed weight must see the
+// int8 activations (the order of ggml-cpu's interleaved Q4_0 kernel), at every
+// level the CPU has; every other reader of a packed weight must see the
 // original rows.
 #include <gtest/gtest.h>
 
@@ -16,12 +18,14 @@
 #include "kernels/common/numerics.h"
 #include "kernels/common/quants.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/isa.h"
 #include "kernels/host/packed.h"
 #include "kernels/host/vec_dot.h"
 #include "runtime/host/host_device.h"
 
 using namespace standin;
 namespace packed = kernels::host::packed;
+namespace isa    = kernels::host::isa;
 
 namespace {
 
@@ -109,7 +113,41 @@ float sequential_dot(ggml_type t, const char * row, const float * x, int64_t K) 
     return acc;
 }
 
+// Runs fn once at every level this CPU has, then restores the default.
+template <class Fn>
+void at_every_level(Fn fn) {
+    const isa::Level best = isa::choose(isa::detect());
+    for (isa::Level l : {isa::Level::avx2, isa::Level::avx512_vnni}) {
+        if (!isa::force(l)) continue;
+        fn(l);
+    }
+    isa::force(best);
+}
+
 } // namespace
+
+TEST(HostIsa, ChoosesByFeatures) {
+    isa::Features f;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx2);
+    f.avx2 = f.fma = f.f16c = true;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx2);
+    f.avx512f = f.avx512bw = f.avx512vl = true;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx2);  // AVX-512 without VNNI: nothing to gain here
+    f.avx512vnni = true;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx512_vnni);
+    f.avx512vl = false;  // the 256-bit forms need VL
+    EXPECT_EQ(isa::choose(f), isa::Level::avx2);
+}
+
+TEST(HostIsa, ForceRefusesWhatTheCpuLacks) {
+    const isa::Level best = isa::choose(isa::detect());
+    EXPECT_EQ(isa::level(), best);
+    EXPECT_TRUE(isa::force(isa::Level::avx2));
+    EXPECT_EQ(isa::level(), isa::Level::avx2);
+    EXPECT_EQ(isa::force(isa::Level::avx512_vnni), best == isa::Level::avx512_vnni);
+    EXPECT_TRUE(isa::force(best));
+    EXPECT_EQ(isa::level(), best);
+}
 
 TEST(Packed, OnlyWholeGroupsOfDenseRowsPack) {
     Ctx c;
@@ -154,7 +192,7 @@ TEST(Packed, RoundTripAndPartialReads) {
 // Row counts of one and several groups and tiles (16 rows), column counts over
 // the 4-, 2- and 1-column kernels, a batch broadcast over dim 2.
 TEST(Packed, MatMulIsTheSequentialBlockLoop) {
-    {
+    at_every_level([](isa::Level l) {
         for (ggml_type t : kPackable) {
             for (int64_t M : {8, 24, 40}) {
                 for (int64_t N : {1, 2, 3, 4, 5, 7, 9}) {
@@ -171,7 +209,7 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
                                 const char * row = static_cast<const char *>(a->data) + m * a->nb[1] + (i2 / 2) * a->nb[2];
                                 const float ref = sequential_dot(t, row, x, K);
                                 ASSERT_EQ(bits(got[size_t((i2 * N + n) * M + m)]), bits(ref))
-                                    << ggml_type_name(t) << " M=" << M << " N=" << N << " i2=" << i2
+                                    << isa::name(l) << " " << ggml_type_name(t) << " M=" << M << " N=" << N << " i2=" << i2
                                     << " m=" << m << " n=" << n;
                             }
                         }
@@ -179,7 +217,7 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
                 }
             }
         }
-    }
+    });
 }
 
 // The same products as the kernels for the original layout, to their float
