@@ -3,6 +3,7 @@
 // (Note [op table]).
 #include <algorithm>
 #include <chrono>
+#include <shared_mutex>
 
 // ggml_cgraph::uid (the graph-reuse shortcut of graph_compute); the header's
 // static helpers are unused here.
@@ -216,6 +217,11 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
     }
     const auto t0 = std::chrono::steady_clock::now();
     ggml_status status = GGML_STATUS_SUCCESS;
+    std::shared_lock<std::shared_mutex> weights;
+    if (ctx.dev->rt->kind() == rt::Kind::host) {
+        pack_graph_weights(*ctx.dev, cgraph);
+        weights = std::shared_lock<std::shared_mutex>(ctx.dev->weights_mu);
+    }
     if (cfg.profile) {
         std::vector<int> ran;
         ctx.stream->profile_begin();

@@ -5,7 +5,9 @@
 // kernels' layout (Note [packed weights], kernels/host/packed.h): a whole
 // tensor written into one is packed on the way in, and every read or copy
 // out of it gives the original bytes.
+#include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "diag/log.h"
@@ -40,13 +42,18 @@ bool is_plain_memory(const BufferContext & ctx) { return ctx.host || ctx.dev->rt
 
 namespace packed = kernels::host::packed;
 
+// Whether a buffer holds weights the host kernels want packed: a host
+// device's own buffer type (not the _Host staging type, which other backends
+// read directly) marked for weights.
+bool packing_buffer(ggml_backend_buffer_t buffer, const DeviceContext & dev) {
+    return buffer->usage == GGML_BACKEND_BUFFER_USAGE_WEIGHTS && buffer->buft == &dev.buft &&
+           dev.config->host_repack && dev.rt->kind() == rt::Kind::host;
+}
+
 // Whether a write of `size` bytes at `offset` into `tensor` is a whole weight
-// the host kernels want packed: a host device's own buffer (not the _Host
-// staging type, which other backends read directly) marked for weights.
+// the host kernels want packed.
 bool packs(ggml_backend_buffer_t buffer, const ggml_tensor * tensor, size_t offset, size_t size) {
-    const BufferContext & ctx = buffer_ctx(buffer);
-    return buffer->usage == GGML_BACKEND_BUFFER_USAGE_WEIGHTS && !ctx.host && ctx.dev->config->host_repack &&
-           ctx.dev->rt->kind() == rt::Kind::host && offset == 0 && size == ggml_nbytes(tensor) && size > 0 &&
+    return packing_buffer(buffer, *buffer_ctx(buffer).dev) && offset == 0 && size == ggml_nbytes(tensor) &&
            packed::can_pack(tensor);
 }
 
@@ -165,6 +172,35 @@ const ggml_backend_buffer_i buffer_iface = {
 };
 
 } // namespace
+
+void pack_graph_weights(DeviceContext & dev, ggml_cgraph * graph) {
+    // Weights arrive in the original layout when llama.cpp reads them into a
+    // host buffer's memory itself (no mmap), past set_tensor. A graph that
+    // multiplies by one packs it once; the scan costs a few compares per node.
+    std::vector<ggml_tensor *> todo;
+    const int n = ggml_graph_n_nodes(graph);
+    for (int i = 0; i < n; ++i) {
+        const ggml_tensor * node = ggml_graph_node(graph, i);
+        if (node->op != GGML_OP_MUL_MAT && node->op != GGML_OP_MUL_MAT_ID) {
+            continue;
+        }
+        ggml_tensor * w = node->src[0]->view_src != nullptr ? node->src[0]->view_src : node->src[0];
+        if (w->extra == nullptr && w->buffer != nullptr && packing_buffer(w->buffer, dev) && packed::can_pack(w) &&
+            std::find(todo.begin(), todo.end(), w) == todo.end()) {
+            todo.push_back(w);
+        }
+    }
+    if (todo.empty()) {
+        return;
+    }
+    // No graph of this device runs meanwhile (they hold the lock shared).
+    std::unique_lock<std::shared_mutex> lock(dev.weights_mu);
+    for (ggml_tensor * w : todo) {
+        if (w->extra == nullptr) {
+            packed::pack_in_place(w);
+        }
+    }
+}
 
 ggml_backend_buffer_t make_buffer(ggml_backend_buffer_type_t buft, DeviceContext & dev, void * base, size_t size,
                                   bool host) {

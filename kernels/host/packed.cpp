@@ -48,12 +48,6 @@ void unpack_block(const Geometry & g, const char * packed, size_t row, int64_t b
     }
 }
 
-std::vector<char> & scratch(size_t bytes) {
-    thread_local std::vector<char> buf;
-    if (buf.size() < bytes) buf.resize(bytes);
-    return buf;
-}
-
 } // namespace
 
 const PackedLayout * layout_for(ggml_type type) {
@@ -90,24 +84,44 @@ bool is_native(const ggml_tensor * t) {
            (t->ne[3] == 1 || t->nb[3] % group == 0);
 }
 
+namespace {
+
+// One group: the original bytes of its 8 rows at src, packed into dst.
+void pack_group(const Geometry & g, const char * src, char * dst) {
+    for (int64_t b = 0; b < g.blocks; ++b) {
+        char * blk8 = dst + size_t(b) * kRows * g.bs;
+        for (size_t r = 0; r < size_t(kRows); ++r) {
+            const char * blk = src + r * g.rb + size_t(b) * g.bs;
+            std::memcpy(blk8 + kScaleBytes * r, blk, kScaleBytes);
+            for (size_t w = 0; w < g.words; ++w) {
+                std::memcpy(blk8 + kRows * kScaleBytes + 32 * w + 4 * r, blk + kScaleBytes + 4 * w, 4);
+            }
+        }
+    }
+}
+
+} // namespace
+
 void pack(ggml_tensor * t, const void * plain, void * dst) {
     SI_ASSERT(can_pack(t));
     const Geometry g = geometry(t);
-    const char * src = static_cast<const char *>(plain);
-    char *       out = static_cast<char *>(dst);
     const int64_t groups = ggml_nrows(t) / kRows;
     for (int64_t gi = 0; gi < groups; ++gi) {
         const size_t base = size_t(gi) * kRows * g.rb;
-        for (int64_t b = 0; b < g.blocks; ++b) {
-            char * blk8 = out + base + size_t(b) * kRows * g.bs;
-            for (size_t r = 0; r < size_t(kRows); ++r) {
-                const char * blk = src + base + r * g.rb + size_t(b) * g.bs;
-                std::memcpy(blk8 + kScaleBytes * r, blk, kScaleBytes);
-                for (size_t w = 0; w < g.words; ++w) {
-                    std::memcpy(blk8 + kRows * kScaleBytes + 32 * w + 4 * r, blk + kScaleBytes + 4 * w, 4);
-                }
-            }
-        }
+        pack_group(g, static_cast<const char *>(plain) + base, static_cast<char *>(dst) + base);
+    }
+    t->extra = const_cast<PackedLayout *>(layout_for(t->type));
+}
+
+void pack_in_place(ggml_tensor * t) {
+    SI_ASSERT(can_pack(t));
+    const Geometry g = geometry(t);
+    std::vector<char> group(kRows * g.rb);
+    const int64_t groups = ggml_nrows(t) / kRows;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+        char * at = static_cast<char *>(t->data) + size_t(gi) * kRows * g.rb;
+        std::memcpy(group.data(), at, group.size());
+        pack_group(g, group.data(), at);
     }
     t->extra = const_cast<PackedLayout *>(layout_for(t->type));
 }
@@ -137,10 +151,17 @@ void read_plain(const ggml_tensor * t, size_t offset, size_t size, void * dst) {
 }
 
 void unpack_in_place(ggml_tensor * t) {
-    const size_t n = ggml_nbytes(t);
-    std::vector<char> & tmp = scratch(n);
-    read_plain(t, 0, n, tmp.data());
-    std::memcpy(t->data, tmp.data(), n);
+    SI_ASSERT(packed_of(t) != nullptr && t->view_src == nullptr);
+    const Geometry g = geometry(t);
+    std::vector<char> group(kRows * g.rb);
+    const int64_t groups = ggml_nrows(t) / kRows;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+        char * at = static_cast<char *>(t->data) + size_t(gi) * kRows * g.rb;
+        std::memcpy(group.data(), at, group.size());
+        for (size_t r = 0; r < size_t(kRows); ++r) {
+            for (int64_t b = 0; b < g.blocks; ++b) unpack_block(g, group.data(), r * g.rb, b, at + r * g.rb + size_t(b) * g.bs);
+        }
+    }
     t->extra = nullptr;
 }
 

@@ -18,6 +18,10 @@
 // the tensor keeps its size, a group occupies exactly the bytes of its 8 rows
 // in the original layout (a view of whole groups is itself packed), and a
 // buffer filled with one byte value reads the same either way.
+// Packing happens when a whole tensor is written with set_tensor, or, for
+// weights a loader wrote into the buffer's memory itself (llama.cpp without
+// mmap, the host device's case), before the first graph that multiplies by
+// them (glue's pack_graph_weights, under a lock no graph holds meanwhile).
 // A packed tensor is marked by tensor->extra pointing at its PackedLayout.
 // Every reader understands it: MUL_MAT and MUL_MAT_ID (packed kernels, or rows
 // restored into scratch for a view that cuts groups), GET_ROWS and the
@@ -60,6 +64,10 @@ bool is_native(const ggml_tensor * t);
 // Rewrites `plain` (the tensor's original bytes, nbytes(t) of them) into
 // `dst` in the packed layout and marks t. plain and dst must not overlap.
 void pack(ggml_tensor * t, const void * plain, void * dst);
+
+// Packs a tensor in place (its memory holds the original bytes) and marks
+// it; group by group, so the scratch is 8 rows.
+void pack_in_place(ggml_tensor * t);
 
 // Restores a packed tensor to the original layout in place and unmarks it.
 void unpack_in_place(ggml_tensor * t);

@@ -160,3 +160,42 @@ TEST(PackedUpload, ProductsMatchUnpackedWeights) {
     }
     ggml_backend_free(be);
 }
+
+// llama.cpp without mmap reads weights straight into a host buffer's memory;
+// they are packed by the first graph that multiplies by them, and read back
+// as they were written.
+TEST(PackedUpload, WeightsWrittenDirectlyArePackedByTheFirstGraph) {
+    ggml_backend_dev_t dev = host0();
+    Weights w(ggml_backend_dev_buffer_type(dev), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    Weights ref(ggml_backend_dev_buffer_type(dev), GGML_BACKEND_BUFFER_USAGE_ANY);
+    // Back to the original layout, then overwritten in memory as a loader would.
+    ggml_backend_tensor_set(w.q4, w.q4_bytes.data(), 7, 100);  // a partial write restores the layout
+    ASSERT_EQ(packed::packed_of(w.q4), nullptr);
+    std::memcpy(w.q4->data, w.q4_bytes.data(), w.q4_bytes.size());
+    ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
+    std::vector<float> out[2];
+    for (int i = 0; i < 2; ++i) {
+        ggml_init_params ip = {64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 128, 2);
+        ggml_tensor * y = ggml_mul_mat(ctx, i == 0 ? w.q4 : ref.q4, x);
+        ggml_cgraph * g = ggml_new_graph(ctx);
+        ggml_build_forward_expand(g, y);
+        ggml_backend_buffer_t abuf = ggml_backend_alloc_ctx_tensors(ctx, be);
+        std::vector<float> xv(256);
+        for (size_t k = 0; k < xv.size(); ++k) xv[k] = std::cos(0.11f * float(k));
+        ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+        ASSERT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_SUCCESS);
+        out[i].resize(size_t(ggml_nelements(y)));
+        ggml_backend_tensor_get(y, out[i].data(), 0, out[i].size() * sizeof(float));
+        ggml_backend_buffer_free(abuf);
+        ggml_free(ctx);
+    }
+    EXPECT_NE(packed::packed_of(w.q4), nullptr);
+    EXPECT_EQ(packed::packed_of(ref.q4), nullptr);  // not a weight buffer
+    EXPECT_TRUE(same(get(w.q4, 0, w.q4_bytes.size()), w.q4_bytes.data()));
+    for (size_t k = 0; k < out[0].size(); ++k) {
+        EXPECT_NEAR(out[0][k], out[1][k], 1e-5f * (1.0f + std::fabs(out[1][k]))) << k;
+    }
+    ggml_backend_free(be);
+}

@@ -186,6 +186,13 @@ TEST(Packed, RoundTripAndPartialReads) {
         packed::unpack_in_place(a);
         EXPECT_EQ(packed::packed_of(a), nullptr);
         EXPECT_EQ(std::memcmp(a->data, plain.data(), plain.size()), 0) << ggml_type_name(t);
+        // Packing in place gives the same bytes as packing a copy.
+        std::vector<char> copy_packed(plain.size());
+        packed::pack(a, plain.data(), copy_packed.data());
+        a->extra = nullptr;  // a's own memory still holds the original bytes
+        packed::pack_in_place(a);
+        EXPECT_EQ(packed::packed_of(a), packed::layout_for(t));
+        EXPECT_EQ(std::memcmp(a->data, copy_packed.data(), plain.size()), 0) << ggml_type_name(t);
     }
 }
 
