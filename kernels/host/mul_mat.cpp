@@ -123,6 +123,135 @@ void ftile(const FTile & t) {
     for (; c < t.ncols; ++c) frows<T, 1>(t, c);
 }
 
+// --- float weights, several columns: packed panels ------------------------------
+// With 4 or more src1 columns, 16 weight rows are converted to f32 and stored
+// k-major (panel[k * 16 + r]) for kPanelK values of k at a time, then every
+// 6 columns of a column block run a 16 x 6 micro-kernel: per k, two loads of
+// the panel, one broadcast per column and 12 FMAs into 12 accumulators that
+// each hold 8 output rows, so no horizontal sum at all. The row-dot kernels
+// above pay one horizontal sum per output, which dominated short products
+// such as attention's K*Q (K = head size); the panel costs one conversion
+// per weight per column block of up to kPanelCols columns.
+
+constexpr int64_t kPanelRows    = 16;
+constexpr int64_t kPanelK       = 256;
+constexpr int64_t kPanelCols    = 384;  // columns per task: the panel is converted once per 64 micro-kernel runs
+constexpr int64_t kPanelMinCols = 48;   // fewer: the row-dot kernels (measured faster up to 32)
+
+// 8 rows of 8 floats (src + r * src_stride) -> 8 columns (dst + c * 16).
+inline void transpose8(const float * src, int64_t src_stride, float * dst) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_load_ps(src + i * src_stride);
+    for (int i = 0; i < 8; i += 2) {
+        t[i]     = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i]     = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; ++i) {
+        _mm256_store_ps(dst + i * kPanelRows, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_store_ps(dst + (i + 4) * kPanelRows, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+
+template <ggml_type T>
+void pack_panel(const char * x, size_t x_stride, int64_t nr, int64_t k0, int64_t kn, float * panel) {
+    constexpr size_t es = T == GGML_TYPE_F32 ? 4 : 2;
+    alignas(32) float rows[kPanelRows][kPanelK];
+    for (int64_t r = 0; r < kPanelRows; ++r) {
+        int64_t k = 0;
+        if (r < nr) {
+            const char * p = x + size_t(r) * x_stride + size_t(k0) * es;
+            for (; k + 8 <= kn; k += 8) _mm256_store_ps(rows[r] + k, load8<T>(p + size_t(k) * es));
+            for (; k < kn; ++k) rows[r][k] = load_f(T, p + size_t(k) * es);
+        }
+        for (; k < kn; ++k) rows[r][k] = 0.0f;
+    }
+    int64_t k = 0;
+    for (; k + 8 <= kn; k += 8) {
+        transpose8(&rows[0][k], kPanelK, panel + k * kPanelRows);
+        transpose8(&rows[8][k], kPanelK, panel + k * kPanelRows + 8);
+    }
+    for (; k < kn; ++k) {
+        for (int64_t r = 0; r < kPanelRows; ++r) panel[k * kPanelRows + r] = rows[r][k];
+    }
+}
+
+// 16 rows x C columns over kn values of k; `add` accumulates into out.
+template <int C>
+void panel_micro(const float * panel, int64_t kn, const char * y, size_t y_stride, float * out,
+                 int64_t out_col_stride, int64_t nr, bool add) {
+    const float * yc[C];
+    for (int c = 0; c < C; ++c) yc[c] = reinterpret_cast<const float *>(y + size_t(c) * y_stride);
+    __m256 lo[C], hi[C];
+#pragma GCC unroll 6
+    for (int c = 0; c < C; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kn; ++k) {
+        const __m256 x0 = _mm256_load_ps(panel + k * kPanelRows);
+        const __m256 x1 = _mm256_load_ps(panel + k * kPanelRows + 8);
+#pragma GCC unroll 6
+        for (int c = 0; c < C; ++c) {
+            const __m256 yb = _mm256_broadcast_ss(yc[c] + k);
+            lo[c] = _mm256_fmadd_ps(x0, yb, lo[c]);
+            hi[c] = _mm256_fmadd_ps(x1, yb, hi[c]);
+        }
+    }
+    // Unrolled, so that the accumulators stay in registers (a loop over c here
+    // made GCC keep them in memory and store all 12 on every k).
+#pragma GCC unroll 6
+    for (int c = 0; c < C; ++c) {
+        float * o = out + c * out_col_stride;
+        if (nr == kPanelRows) {
+            if (add) {
+                lo[c] = _mm256_add_ps(lo[c], _mm256_loadu_ps(o));
+                hi[c] = _mm256_add_ps(hi[c], _mm256_loadu_ps(o + 8));
+            }
+            _mm256_storeu_ps(o, lo[c]);
+            _mm256_storeu_ps(o + 8, hi[c]);
+        } else {
+            alignas(32) float v[kPanelRows];
+            _mm256_store_ps(v, lo[c]);
+            _mm256_store_ps(v + 8, hi[c]);
+            for (int64_t r = 0; r < nr; ++r) o[r] = add ? o[r] + v[r] : v[r];
+        }
+    }
+}
+
+using PanelMicroFn = void (*)(const float *, int64_t, const char *, size_t, float *, int64_t, int64_t, bool);
+constexpr PanelMicroFn kPanelMicro[7] = {nullptr,         panel_micro<1>, panel_micro<2>, panel_micro<3>,
+                                         panel_micro<4>, panel_micro<5>, panel_micro<6>};
+
+// One task: 16 rows (from x) times ncols columns (from y), into out.
+template <ggml_type T>
+void panel_task(const char * x, size_t x_stride, int64_t nr, const char * y, size_t y_stride, int64_t ncols,
+                int64_t K, float * out, int64_t out_col_stride) {
+    alignas(32) float panel[kPanelK * kPanelRows];
+    for (int64_t k0 = 0; k0 < K; k0 += kPanelK) {
+        const int64_t kn = std::min(kPanelK, K - k0);
+        pack_panel<T>(x, x_stride, nr, k0, kn, panel);
+        for (int64_t c = 0; c < ncols; c += 6) {
+            const int64_t nc = std::min<int64_t>(6, ncols - c);
+            kPanelMicro[nc](panel, kn, y + size_t(c) * y_stride + size_t(k0) * sizeof(float), y_stride,
+                            out + c * out_col_stride, out_col_stride, nr, k0 > 0);
+        }
+    }
+}
+
+using PanelTaskFn = void (*)(const char *, size_t, int64_t, const char *, size_t, int64_t, int64_t, float *, int64_t);
+
+PanelTaskFn panel_task_for(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32:  return panel_task<GGML_TYPE_F32>;
+        case GGML_TYPE_F16:  return panel_task<GGML_TYPE_F16>;
+        case GGML_TYPE_BF16: return panel_task<GGML_TYPE_BF16>;
+        default:             return nullptr;
+    }
+}
+
 using FTileFn = void (*)(const FTile &);
 
 FTileFn ftile_for(ggml_type t) {
@@ -262,6 +391,27 @@ bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
         y_nb1 = size_t(s.K) * sizeof(float);
         y_nb2 = y_nb1 * size_t(s.N);
         y_nb3 = y_nb2 * size_t(s.ne12);
+    }
+    if (s.N >= kPanelMinCols) {
+        const PanelTaskFn task = panel_task_for(a->type);
+        const int64_t row_panels = (s.M + kPanelRows - 1) / kPanelRows;
+        const int64_t col_blocks = (s.N + kPanelCols - 1) / kPanelCols;
+        const int64_t out_cs     = int64_t(node->nb[1] / sizeof(float));
+        pool.parallel_for(s.ne12 * s.ne13 * row_panels * col_blocks, 1, [&](int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; ++t) {
+                // Row panels vary fastest: neighbouring tasks share the column block's src1 rows.
+                const int64_t rp = t % row_panels, cb = (t / row_panels) % col_blocks;
+                const int64_t i12 = (t / (row_panels * col_blocks)) % s.ne12, i13 = t / (row_panels * col_blocks * s.ne12);
+                const int64_t m0 = rp * kPanelRows, n0 = cb * kPanelCols;
+                const char * x = static_cast<const char *>(a->data) + m0 * a->nb[1] + (i12 / s.r2) * a->nb[2] +
+                                 (i13 / s.r3) * a->nb[3];
+                float * out = reinterpret_cast<float *>(static_cast<char *>(node->data) + n0 * node->nb[1] +
+                                                        i12 * node->nb[2] + i13 * node->nb[3]) + m0;
+                task(x, a->nb[1], std::min(kPanelRows, s.M - m0), y + n0 * y_nb1 + i12 * y_nb2 + i13 * y_nb3, y_nb1,
+                     std::min(kPanelCols, s.N - n0), s.K, out, out_cs);
+            }
+        });
+        return true;
     }
     pool.parallel_for(s.tiles(), 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
