@@ -67,6 +67,7 @@ void read_choice(const char * name, const char * raw, const char * const (&names
 
 const char * const kModeNames[] = {"auto", "standalone", "interpose"};
 const char * const kMmqNames[]  = {"auto", "off", "all"};
+const char * const kHostIsaNames[] = {"auto", "avx2", "avx512-vnni"};
 
 // True when `name` is what ggml_op_desc calls some node: an op, a unary op or
 // a GLU op (perturb:OP matches nodes by that name).
@@ -149,6 +150,10 @@ const Var kVars[] = {
      [](const Config & c, std::ostream & s) { if (c.crash_handler) s << " crash_handler=on"; }},
     {"GGML_STANDIN_HOST_DISCRETE", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.host_discrete, w); },
      [](const Config & c, std::ostream & s) { if (c.host_discrete) s << " host_discrete=on"; }},
+    {"GGML_STANDIN_HOST_REPACK", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.host_repack, w); },
+     [](const Config & c, std::ostream & s) { if (!c.host_repack) s << " host_repack=off"; }},
+    {"GGML_STANDIN_HOST_ISA", [](const char * n, const char * r, Config & c, Warnings & w) { read_choice(n, r, kHostIsaNames, c.host_isa, w); },
+     [](const Config & c, std::ostream & s) { if (c.host_isa != Config::HostIsa::auto_) s << " host_isa=" << kHostIsaNames[int(c.host_isa)]; }},
     {"GGML_STANDIN_PROFILE", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.profile, w); },
      [](const Config & c, std::ostream & s) { if (c.profile) s << " profile=on"; }},
     {"GGML_STANDIN_FAULT", [](const char * n, const char * r, Config & c, Warnings & w) { read_fault(n, r, c.fault, w); },

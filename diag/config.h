@@ -20,6 +20,13 @@ struct Config {
     // tensor. Needed for llama's tensor split, whose meta buffers in the
     // pinned tree cannot hold host-visible simple buffers (README, multi-device).
     bool host_discrete     = false; // GGML_STANDIN_HOST_DISCRETE  0|1
+    // Host devices store Q4_0/Q8_0 weights uploaded into their weight buffers
+    // in their own layout (kernels/host/packed.h); 0 keeps the file's layout.
+    bool host_repack       = true;  // GGML_STANDIN_HOST_REPACK    0|1
+    // Instruction-set level of the host kernels (kernels/host/isa.h): auto
+    // picks the best the CPU has; a lower one is for A/B runs.
+    enum class HostIsa { auto_, avx2, avx512_vnni };
+    HostIsa host_isa       = HostIsa::auto_; // GGML_STANDIN_HOST_ISA  auto|avx2|avx512-vnni
     int  threads           = 0;     // GGML_STANDIN_THREADS        1..512, 0 = all cores
     bool cuda              = true;  // GGML_STANDIN_CUDA           0|1
     int  offload_min_batch = 32;    // GGML_OP_OFFLOAD_MIN_BATCH   >= 0

@@ -3,6 +3,7 @@
 // (Note [op table]).
 #include <algorithm>
 #include <chrono>
+#include <shared_mutex>
 
 // ggml_cgraph::uid (the graph-reuse shortcut of graph_compute); the header's
 // static helpers are unused here.
@@ -15,6 +16,7 @@
 #include "diag/log.h"
 #include "glue/glue.h"
 #include "kernels/fusion.h"
+#include "kernels/host/packed.h"
 #include "kernels/op_table.h"
 #include "runtime/ownership.h"
 
@@ -56,13 +58,25 @@ void backend_free(ggml_backend_t backend) {
 
 // The async copies are only reached for tensors in this device's buffers
 // (ggml checks the buffer type first), so plain-memory devices can memcpy.
+// Weights go through the buffer's own calls, which know the packed layout
+// (Note [packed weights], kernels/host/packed.h).
 void backend_set_tensor_async(ggml_backend_t backend, ggml_tensor * tensor, const void * data, size_t offset,
                               size_t size) {
+    ggml_backend_buffer_t buf = tensor->view_src != nullptr ? tensor->view_src->buffer : tensor->buffer;
+    if (buf != nullptr && (buf->usage == GGML_BACKEND_BUFFER_USAGE_WEIGHTS || kernels::host::packed::packed_of(tensor))) {
+        buf->iface.set_tensor(buf, tensor, data, offset, size);
+        return;
+    }
     backend_ctx(backend).stream->copy_to_device(static_cast<char *>(tensor->data) + offset, data, size);
 }
 
 void backend_get_tensor_async(ggml_backend_t backend, const ggml_tensor * tensor, void * data, size_t offset,
                               size_t size) {
+    if (kernels::host::packed::packed_of(tensor) != nullptr) {
+        ggml_backend_buffer_t buf = tensor->view_src != nullptr ? tensor->view_src->buffer : tensor->buffer;
+        buf->iface.get_tensor(buf, tensor, data, offset, size);
+        return;
+    }
     backend_ctx(backend).stream->copy_to_host(data, static_cast<const char *>(tensor->data) + offset, size);
 }
 
@@ -203,6 +217,11 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
     }
     const auto t0 = std::chrono::steady_clock::now();
     ggml_status status = GGML_STATUS_SUCCESS;
+    std::shared_lock<std::shared_mutex> weights;
+    if (ctx.dev->rt->kind() == rt::Kind::host) {
+        pack_graph_weights(*ctx.dev, cgraph);
+        weights = std::shared_lock<std::shared_mutex>(ctx.dev->weights_mu);
+    }
     if (cfg.profile) {
         std::vector<int> ran;
         ctx.stream->profile_begin();

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct DeviceContext {
     ggml_backend_device        device{};     // the ABI object handed out
     ggml_backend_buffer_type   buft{};       // device memory
     ggml_backend_buffer_type   host_buft{};  // pinned/staging host memory
+    // Host devices: held shared by every graph compute, exclusively while
+    // weights are packed in place (pack_graph_weights, buffer.cpp).
+    std::shared_mutex          weights_mu;
 };
 
 struct BufferTypeContext {
@@ -85,6 +89,10 @@ ggml_backend_reg_t registry_preloaded(ggml_backend_reg_t (*real)(), const char *
 void init_device(DeviceContext & ctx, ggml_backend_reg_t reg);
 void init_buffer_types(DeviceContext & ctx);
 ggml_backend_t make_backend(DeviceContext & dev);
+// Packs the weights a host device's graph multiplies that reached its weight
+// buffers without set_tensor (llama.cpp reads them into host memory directly),
+// in place, under weights_mu held exclusively (Note [packed weights]).
+void pack_graph_weights(DeviceContext & dev, ggml_cgraph * graph);
 ggml_backend_event_t make_event(DeviceContext & dev);
 void free_event(ggml_backend_event_t event);
 

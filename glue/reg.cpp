@@ -12,6 +12,7 @@
 #include "interpose/loader.h"
 #include "interpose/router.h"
 #include "interpose/wrap.h"
+#include "kernels/host/isa.h"
 #include "runtime/ownership.h"
 
 namespace standin::glue {
@@ -109,6 +110,19 @@ std::string device_name(const rt::Device & d) {
 }
 
 
+// GGML_STANDIN_HOST_ISA: the host kernels' level (kernels/host/isa.h), logged once.
+void choose_host_isa(const diag::Config & cfg) {
+    namespace isa = kernels::host::isa;
+    if (cfg.host_isa != diag::Config::HostIsa::auto_) {
+        const isa::Level want = cfg.host_isa == diag::Config::HostIsa::avx2 ? isa::Level::avx2 : isa::Level::avx512_vnni;
+        if (!isa::force(want)) {
+            SI_LOG_WARN("GGML_STANDIN_HOST_ISA=%s: this CPU lacks it; host kernels stay at %s", isa::name(want),
+                        isa::name(isa::level()));
+        }
+    }
+    SI_LOG_INFO("host kernels: %s", isa::name(isa::level()));
+}
+
 // Builds the registry and its devices; called once.
 ggml_backend_reg * build_registry() {
     if (diag::config().crash_handler) {
@@ -135,6 +149,9 @@ ggml_backend_reg * build_registry() {
             dc.description = d->description();
             dc.pci_bus_id  = d->pci_bus_id();
             init_device(dc, &reg);
+        }
+        if (cfg.host_devices > 0) {
+            choose_host_isa(cfg);
         }
         SI_LOG_INFO("%zu device(s)%s", ctx->devices.size(), rt::cuda_compiled() ? "" : " (built without CUDA)");
     }

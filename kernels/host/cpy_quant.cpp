@@ -10,10 +10,12 @@
 //
 // Test: test-backend-ops -b STANDIN_HOST0 -o CPY (DUP, CONT)
 #include <cstring>
+#include <vector>
 
 #include "kernels/common/quants.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/packed.h"
 #include "runtime/host/host_device.h"
 
 namespace standin::kernels::host {
@@ -50,11 +52,23 @@ bool copy_quant(rt::Stream & stream, ggml_tensor * node) {
     const size_t  block_bytes = ggml_type_size(mode == Mode::encode ? dt : st);
     const int64_t grain = std::max<int64_t>(1, 16384 / src->ne[0]);
     const bool    f32_dense = st == GGML_TYPE_F32 && src->nb[0] == sizeof(float);
+    // A packed weight (packed.h) is read row by row in its original layout;
+    // one written to is restored first, as the copy writes original blocks.
+    const bool src_packed = packed::packed_of(src) != nullptr;
+    if (packed::packed_of(node) != nullptr) {
+        packed::unpack_in_place(node->view_src != nullptr ? node->view_src : node);
+    }
 
     pool.parallel_for(ggml_nrows(src), grain, [&](int64_t r0, int64_t r1) {
         float buf[quant::kQK_K];
+        std::vector<char> plain(src_packed ? size_t(units_per_row) * block_bytes : 0);
         for (int64_t r = r0; r < r1; ++r) {
             const char * s_row = row_ptr(src, r);
+            if (src_packed) {
+                packed::read_row(src, r % src->ne[1], (r / src->ne[1]) % src->ne[2], r / (src->ne[1] * src->ne[2]),
+                                 plain.data());
+                s_row = plain.data();
+            }
             for (int64_t u = 0; u < units_per_row; ++u) {
                 char * d = static_cast<char *>(node->data) + offset_of(node, (r * units_per_row + u) * qk);
                 switch (mode) {

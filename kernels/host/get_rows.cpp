@@ -5,13 +5,16 @@
 // an I32 src0 gathers into an I32 dst unchanged. Rows of src0 must be
 // contiguous (nb00 = type size); src1 and dst may have any strides.
 // An index outside [0, ne01) yields a row of zeros rather than a wild read.
+// Packed weights (packed.h) are read row by row in their original layout.
 //
 // Test: test-backend-ops -b STANDIN_HOST0 -o GET_ROWS
 #include <cstring>
+#include <vector>
 
 #include "kernels/common/quants.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/packed.h"
 #include "runtime/host/host_device.h"
 
 namespace standin::kernels::host {
@@ -28,8 +31,10 @@ bool get_rows(rt::Stream & stream, ggml_tensor * node) {
     const int64_t n_out = ne10 * ne11 * idx->ne[2];
     const size_t  out_bytes = size_t(ne00) * ggml_type_size(node->type);
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, ne00));
+    const bool    is_packed = packed::packed_of(src) != nullptr;  // rows restored first (packed.h)
 
     pool.parallel_for(n_out, grain, [&](int64_t r0, int64_t r1) {
+        std::vector<char> plain(is_packed ? size_t(ne00 / ggml_blck_size(src->type)) * ggml_type_size(src->type) : 0);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i10 = r % ne10;
             const int64_t i11 = (r / ne10) % ne11;
@@ -42,6 +47,10 @@ bool get_rows(rt::Stream & stream, ggml_tensor * node) {
                 continue;
             }
             const char * in = static_cast<const char *>(src->data) + row * src->nb[1] + i11 * src->nb[2] + i12 * src->nb[3];
+            if (is_packed) {
+                packed::read_row(src, row, i11, i12, plain.data());
+                in = plain.data();
+            }
             if (src->type == GGML_TYPE_I32 || src->type == GGML_TYPE_F32) {
                 std::memcpy(out, in, out_bytes);
             } else {

@@ -9,7 +9,9 @@
 //
 // Block-quantized weights: every src1 row is first quantized to int8 groups
 // (Note [activation blocks], vec_dot.h) and the integer kernels of
-// mul_mat_q.cpp do the rest. Float weights: src1 is used as f32, rounded to the
+// mul_mat_q.cpp do the rest, or those of mul_mat_x8*.cpp for weights packed in
+// groups of 8 rows (Note [packed weights], packed.h; a view that cuts groups
+// is restored to the original layout in scratch first). Float weights: src1 is used as f32, rounded to the
 // weight type first under F16/BF16 weights as ggml-cpu does (converted into
 // scratch unless it is f32 with contiguous rows under f32 weights), and weight
 // rows are converted from F16/BF16 on the fly inside FMA loops.
@@ -31,6 +33,7 @@
 #include "kernels/common/quants.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/packed.h"
 #include "kernels/host/vec_dot.h"
 #include "runtime/host/host_device.h"
 
@@ -120,6 +123,135 @@ void ftile(const FTile & t) {
     for (; c < t.ncols; ++c) frows<T, 1>(t, c);
 }
 
+// --- float weights, several columns: packed panels ------------------------------
+// With 4 or more src1 columns, 16 weight rows are converted to f32 and stored
+// k-major (panel[k * 16 + r]) for kPanelK values of k at a time, then every
+// 6 columns of a column block run a 16 x 6 micro-kernel: per k, two loads of
+// the panel, one broadcast per column and 12 FMAs into 12 accumulators that
+// each hold 8 output rows, so no horizontal sum at all. The row-dot kernels
+// above pay one horizontal sum per output, which dominated short products
+// such as attention's K*Q (K = head size); the panel costs one conversion
+// per weight per column block of up to kPanelCols columns.
+
+constexpr int64_t kPanelRows    = 16;
+constexpr int64_t kPanelK       = 256;
+constexpr int64_t kPanelCols    = 384;  // columns per task: the panel is converted once per 64 micro-kernel runs
+constexpr int64_t kPanelMinCols = 48;   // fewer: the row-dot kernels (measured faster up to 32)
+
+// 8 rows of 8 floats (src + r * src_stride) -> 8 columns (dst + c * 16).
+inline void transpose8(const float * src, int64_t src_stride, float * dst) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_load_ps(src + i * src_stride);
+    for (int i = 0; i < 8; i += 2) {
+        t[i]     = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i]     = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; ++i) {
+        _mm256_store_ps(dst + i * kPanelRows, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_store_ps(dst + (i + 4) * kPanelRows, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+
+template <ggml_type T>
+void pack_panel(const char * x, size_t x_stride, int64_t nr, int64_t k0, int64_t kn, float * panel) {
+    constexpr size_t es = T == GGML_TYPE_F32 ? 4 : 2;
+    alignas(32) float rows[kPanelRows][kPanelK];
+    for (int64_t r = 0; r < kPanelRows; ++r) {
+        int64_t k = 0;
+        if (r < nr) {
+            const char * p = x + size_t(r) * x_stride + size_t(k0) * es;
+            for (; k + 8 <= kn; k += 8) _mm256_store_ps(rows[r] + k, load8<T>(p + size_t(k) * es));
+            for (; k < kn; ++k) rows[r][k] = load_f(T, p + size_t(k) * es);
+        }
+        for (; k < kn; ++k) rows[r][k] = 0.0f;
+    }
+    int64_t k = 0;
+    for (; k + 8 <= kn; k += 8) {
+        transpose8(&rows[0][k], kPanelK, panel + k * kPanelRows);
+        transpose8(&rows[8][k], kPanelK, panel + k * kPanelRows + 8);
+    }
+    for (; k < kn; ++k) {
+        for (int64_t r = 0; r < kPanelRows; ++r) panel[k * kPanelRows + r] = rows[r][k];
+    }
+}
+
+// 16 rows x C columns over kn values of k; `add` accumulates into out.
+template <int C>
+void panel_micro(const float * panel, int64_t kn, const char * y, size_t y_stride, float * out,
+                 int64_t out_col_stride, int64_t nr, bool add) {
+    const float * yc[C];
+    for (int c = 0; c < C; ++c) yc[c] = reinterpret_cast<const float *>(y + size_t(c) * y_stride);
+    __m256 lo[C], hi[C];
+#pragma GCC unroll 6
+    for (int c = 0; c < C; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kn; ++k) {
+        const __m256 x0 = _mm256_load_ps(panel + k * kPanelRows);
+        const __m256 x1 = _mm256_load_ps(panel + k * kPanelRows + 8);
+#pragma GCC unroll 6
+        for (int c = 0; c < C; ++c) {
+            const __m256 yb = _mm256_broadcast_ss(yc[c] + k);
+            lo[c] = _mm256_fmadd_ps(x0, yb, lo[c]);
+            hi[c] = _mm256_fmadd_ps(x1, yb, hi[c]);
+        }
+    }
+    // Unrolled, so that the accumulators stay in registers (a loop over c here
+    // made GCC keep them in memory and store all 12 on every k).
+#pragma GCC unroll 6
+    for (int c = 0; c < C; ++c) {
+        float * o = out + c * out_col_stride;
+        if (nr == kPanelRows) {
+            if (add) {
+                lo[c] = _mm256_add_ps(lo[c], _mm256_loadu_ps(o));
+                hi[c] = _mm256_add_ps(hi[c], _mm256_loadu_ps(o + 8));
+            }
+            _mm256_storeu_ps(o, lo[c]);
+            _mm256_storeu_ps(o + 8, hi[c]);
+        } else {
+            alignas(32) float v[kPanelRows];
+            _mm256_store_ps(v, lo[c]);
+            _mm256_store_ps(v + 8, hi[c]);
+            for (int64_t r = 0; r < nr; ++r) o[r] = add ? o[r] + v[r] : v[r];
+        }
+    }
+}
+
+using PanelMicroFn = void (*)(const float *, int64_t, const char *, size_t, float *, int64_t, int64_t, bool);
+constexpr PanelMicroFn kPanelMicro[7] = {nullptr,         panel_micro<1>, panel_micro<2>, panel_micro<3>,
+                                         panel_micro<4>, panel_micro<5>, panel_micro<6>};
+
+// One task: 16 rows (from x) times ncols columns (from y), into out.
+template <ggml_type T>
+void panel_task(const char * x, size_t x_stride, int64_t nr, const char * y, size_t y_stride, int64_t ncols,
+                int64_t K, float * out, int64_t out_col_stride) {
+    alignas(32) float panel[kPanelK * kPanelRows];
+    for (int64_t k0 = 0; k0 < K; k0 += kPanelK) {
+        const int64_t kn = std::min(kPanelK, K - k0);
+        pack_panel<T>(x, x_stride, nr, k0, kn, panel);
+        for (int64_t c = 0; c < ncols; c += 6) {
+            const int64_t nc = std::min<int64_t>(6, ncols - c);
+            kPanelMicro[nc](panel, kn, y + size_t(c) * y_stride + size_t(k0) * sizeof(float), y_stride,
+                            out + c * out_col_stride, out_col_stride, nr, k0 > 0);
+        }
+    }
+}
+
+using PanelTaskFn = void (*)(const char *, size_t, int64_t, const char *, size_t, int64_t, int64_t, float *, int64_t);
+
+PanelTaskFn panel_task_for(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32:  return panel_task<GGML_TYPE_F32>;
+        case GGML_TYPE_F16:  return panel_task<GGML_TYPE_F16>;
+        case GGML_TYPE_BF16: return panel_task<GGML_TYPE_BF16>;
+        default:             return nullptr;
+    }
+}
+
 using FTileFn = void (*)(const FTile &);
 
 FTileFn ftile_for(ggml_type t) {
@@ -184,15 +316,17 @@ bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     const int64_t group = quant::act_group(a->type);
-    // Scratch: per column K int8, K/32 floats of d, K/32 of s, K/2 int16 sums.
+    // Scratch: per column K int8, K/32 floats of d, K/32 of s, K/32 int32 of
+    // q8sum, K/2 int16 sums.
     const int64_t ncols = s.N * s.ne12 * s.ne13;
     const size_t  q_bytes = (size_t(ncols * s.K) + 63) & ~size_t(63);
     const size_t  f_bytes = (size_t(ncols * (s.K / 32)) * sizeof(float) + 63) & ~size_t(63);
-    std::vector<char> & buf = scratch(q_bytes + 2 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
-    int8_t *  q    = reinterpret_cast<int8_t *>(buf.data());
-    float *   d    = reinterpret_cast<float *>(buf.data() + q_bytes);
-    float *   sm   = reinterpret_cast<float *>(buf.data() + q_bytes + f_bytes);
-    int16_t * sums = reinterpret_cast<int16_t *>(buf.data() + q_bytes + 2 * f_bytes);
+    std::vector<char> & buf = scratch(q_bytes + 3 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
+    int8_t *  q     = reinterpret_cast<int8_t *>(buf.data());
+    float *   d     = reinterpret_cast<float *>(buf.data() + q_bytes);
+    float *   sm    = reinterpret_cast<float *>(buf.data() + q_bytes + f_bytes);
+    int32_t * q8sum = reinterpret_cast<int32_t *>(buf.data() + q_bytes + 2 * f_bytes);
+    int16_t * sums  = reinterpret_cast<int16_t *>(buf.data() + q_bytes + 3 * f_bytes);
 
     pool.parallel_for(ncols, std::max<int64_t>(1, 4096 / s.K), [&](int64_t c0, int64_t c1) {
         std::vector<float> tmp(b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) ? 0 : size_t(s.K));
@@ -200,14 +334,15 @@ bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
             const int64_t n = c % s.N, i12 = (c / s.N) % s.ne12, i13 = c / (s.N * s.ne12);
             const float * x = src1_row_f32(b, n, i12, i13, tmp.data());
             if (group == 32) {
-                mm::quantize_act_32(x, s.K, q + c * s.K, d + c * (s.K / 32), sm + c * (s.K / 32), sums + c * (s.K / 2));
+                mm::quantize_act_32(x, s.K, q + c * s.K, d + c * (s.K / 32), sm + c * (s.K / 32),
+                                    sums + c * (s.K / 2), q8sum + c * (s.K / 32));
             } else {
                 mm::quantize_act_256(x, s.K, q + c * s.K, d + c * (s.K / 256), sums + c * (s.K / 2));
             }
         }
     });
 
-    const mm::Act act{q, d, sm, sums, s.K};
+    const mm::Act act{q, d, sm, sums, s.K, q8sum};
     pool.parallel_for(s.tiles(), 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const TileIndex ti = tile_index(s, t);
@@ -257,6 +392,27 @@ bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
         y_nb2 = y_nb1 * size_t(s.N);
         y_nb3 = y_nb2 * size_t(s.ne12);
     }
+    if (s.N >= kPanelMinCols) {
+        const PanelTaskFn task = panel_task_for(a->type);
+        const int64_t row_panels = (s.M + kPanelRows - 1) / kPanelRows;
+        const int64_t col_blocks = (s.N + kPanelCols - 1) / kPanelCols;
+        const int64_t out_cs     = int64_t(node->nb[1] / sizeof(float));
+        pool.parallel_for(s.ne12 * s.ne13 * row_panels * col_blocks, 1, [&](int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; ++t) {
+                // Row panels vary fastest: neighbouring tasks share the column block's src1 rows.
+                const int64_t rp = t % row_panels, cb = (t / row_panels) % col_blocks;
+                const int64_t i12 = (t / (row_panels * col_blocks)) % s.ne12, i13 = t / (row_panels * col_blocks * s.ne12);
+                const int64_t m0 = rp * kPanelRows, n0 = cb * kPanelCols;
+                const char * x = static_cast<const char *>(a->data) + m0 * a->nb[1] + (i12 / s.r2) * a->nb[2] +
+                                 (i13 / s.r3) * a->nb[3];
+                float * out = reinterpret_cast<float *>(static_cast<char *>(node->data) + n0 * node->nb[1] +
+                                                        i12 * node->nb[2] + i13 * node->nb[3]) + m0;
+                task(x, a->nb[1], std::min(kPanelRows, s.M - m0), y + n0 * y_nb1 + i12 * y_nb2 + i13 * y_nb3, y_nb1,
+                     std::min(kPanelCols, s.N - n0), s.K, out, out_cs);
+            }
+        });
+        return true;
+    }
     pool.parallel_for(s.tiles(), 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const TileIndex ti = tile_index(s, t);
@@ -278,13 +434,38 @@ bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
     return true;
 }
 
+// src0 is a view of packed weights that cuts groups (packed.h): its rows are
+// restored to the original layout in scratch and multiplied as plain weights.
+bool mul_mat_restored(rt::Stream & stream, ggml_tensor * node) {
+    const ggml_tensor * a = node->src[0];
+    const size_t rb = size_t(a->ne[0] / ggml_blck_size(a->type)) * ggml_type_size(a->type);
+    std::vector<char> rows(rb * size_t(a->ne[1] * a->ne[2] * a->ne[3]));
+    ggml_tensor plain = *a;
+    plain.data     = rows.data();
+    plain.view_src = nullptr;
+    plain.extra    = nullptr;
+    plain.nb[1]    = rb;
+    plain.nb[2]    = rb * size_t(a->ne[1]);
+    plain.nb[3]    = plain.nb[2] * size_t(a->ne[2]);
+    for (int64_t i3 = 0; i3 < a->ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < a->ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < a->ne[1]; ++i1)
+                packed::read_row(a, i1, i2, i3, rows.data() + i1 * plain.nb[1] + i2 * plain.nb[2] + i3 * plain.nb[3]);
+    ggml_tensor n2 = *node;
+    n2.src[0] = &plain;
+    return mul_mat(stream, &n2);
+}
+
 } // namespace
 
 bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
-    const mm::QTileFn qfn = mm::qtile_for(a->type);
+    if (packed::packed_of(a) != nullptr && !packed::is_native(a)) {
+        return mul_mat_restored(stream, node);
+    }
+    const mm::QTileFn qfn = packed::is_native(a) ? mm::x8_tile_for(a->type) : mm::qtile_for(a->type);
     const FTileFn     ffn = ftile_for(a->type);
     if ((qfn == nullptr && ffn == nullptr) || !is_float_type(b->type) || node->type != GGML_TYPE_F32) {
         return false;  // the support predicate (op_table.cpp) refuses these

@@ -13,6 +13,7 @@
 
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/packed.h"
 #include "runtime/host/host_device.h"
 
 namespace standin::kernels::host {
@@ -77,6 +78,8 @@ bool mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
             for (int64_t k = 0; k < K; ++k) in[size_t(j * K + k)] = load_f(b->type, row + k * b->nb[0]);
         }
         ggml_tensor a   = matrix(as->type, static_cast<char *>(as->data) + x * as->nb[2], K, M, as->nb[1]);
+        // A slice of packed experts is a view of whole groups (packed.h).
+        a.view_src = packed::packed_of(as) != nullptr ? const_cast<ggml_tensor *>(as->view_src != nullptr ? as->view_src : as) : nullptr;
         ggml_tensor y   = matrix(GGML_TYPE_F32, in.data(), K, n, size_t(K) * sizeof(float));
         ggml_tensor dst = matrix(GGML_TYPE_F32, out.data(), M, n, size_t(M) * sizeof(float));
         dst.src[0] = &a;

@@ -453,7 +453,7 @@ inline int32_t hsum_i32(__m256i v) {
 
 } // namespace
 
-void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * s, int16_t * p8) {
+void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * s, int16_t * p8, int32_t * q8sum) {
     const __m256i ones = _mm256_set1_epi8(1);
     for (int64_t g = 0; g < K / 32; ++g) {
         __m256 v[4];
@@ -470,6 +470,8 @@ void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * 
         // 8 * (q[2k] + q[2k+1]): |value| <= 8 * 254, exact in int16.
         const __m256i pairs = _mm256_maddubs_epi16(ones, load32(q + 32 * g));
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(p8 + 16 * g), _mm256_slli_epi16(pairs, 3));
+        // The packed kernels' offset term, from the stored bytes.
+        q8sum[g] = 8 * hsum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
     }
 }
 

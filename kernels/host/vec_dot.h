@@ -11,10 +11,14 @@
 // exactly those of ggml-cpu's Q8_0/Q8_1/Q8_K activations, so the integer sums
 // are the ones ggml-cpu computes and results differ from it only by the order
 // of float additions (for Q4_0/Q5_0/Q8_0 matrix-vector products, not even that:
-// test_quants.cpp checks they are bit-identical to ggml-cpu's vec_dot). Any
+// test_quants.cpp checks they are bit-identical to ggml-cpu's vec_dot; packed
+// Q4_0 weights give the bits of ggml-cpu's own repacked Q4_0, mul_mat_x8.h). Any
 // other rounding makes quantized models drift from ggml-cpu: a rounding flip in
 // one layer's activations moves the next layer's, and the logits end up ~1e-4
 // apart in NMSE instead of identical.
+// The packed kernels (Note [packed weights], packed.h) take the same
+// activations plus q8sum = 8 * sum(q) per 32-group, as int32: the Q4_0 offset
+// of 8 is then one integer subtraction per block for 8 rows at once.
 // Two group sizes, as in ggml:
 //   32  for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (one weight block, one group), with
 //       s = d * sum(q) per group for the minimum of Q4_1/Q5_1, and 8 times the
@@ -37,17 +41,19 @@ namespace standin::kernels::host::mm {
 // Quantized src1 rows. Column c's K int8 values start at q + c * K, its
 // scales (one per group) at d + c * (K / group), the 32-group sums s at
 // s + c * (K / 32), and its integer sums at sums + c * (K / 2): for the 32
-// format the 8x pair sums, for the 256 format the 16-element sums (K / 16 used).
+// format the 8x pair sums, for the 256 format the 16-element sums (K / 16 used);
+// for the 32 format q8sum + c * (K / 32) holds 8 * sum(q) per group.
 struct Act {
     const int8_t *  q;
     const float *   d;
     const float *   s;
     const int16_t * sums;
     int64_t         K;
+    const int32_t * q8sum = nullptr;
 };
 
 // Quantizes K floats (K a multiple of the group) into one activation column.
-void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * s, int16_t * p8);
+void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * s, int16_t * p8, int32_t * q8sum);
 void quantize_act_256(const float * x, int64_t K, int8_t * q, float * d, int16_t * bs);
 
 // One tile of dst: rows [0, nrows) of the weight slice starting at x (row
@@ -68,6 +74,11 @@ using QTileFn = void (*)(const QTile & tile);
 
 // The tile kernel for a weight type, or nullptr when there is none.
 QTileFn qtile_for(ggml_type type);
+
+// The tile kernel for weights packed in groups of 8 rows (packed.h) at the
+// process's instruction-set level (isa.h), or nullptr when there is none. Its
+// tiles start on a group and nrows is a multiple of 8.
+QTileFn x8_tile_for(ggml_type type);
 
 inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

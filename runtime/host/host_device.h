@@ -71,6 +71,9 @@ public:
 
     // Cache-line alignment: wide vector loads never split a line.
     static constexpr size_t kAlignment = 64;
+    // Allocations from kHugeFrom bytes are aligned to, and rounded up to, huge pages.
+    static constexpr size_t kHugePage = size_t(2) << 20;
+    static constexpr size_t kHugeFrom = size_t(4) << 20;
 
 private:
     int ordinal_;

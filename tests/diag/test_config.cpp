@@ -84,6 +84,19 @@ TEST(Config, HostDiscrete) {
     EXPECT_EQ(bad.warnings.size(), 1u);
 }
 
+TEST(Config, HostRepackAndIsa) {
+    EXPECT_TRUE(parse({}).host_repack);
+    EXPECT_EQ(parse({}).host_isa, Config::HostIsa::auto_);
+    Config c = parse({{"GGML_STANDIN_HOST_REPACK", "0"}, {"GGML_STANDIN_HOST_ISA", "avx2"}});
+    EXPECT_FALSE(c.host_repack);
+    EXPECT_EQ(c.host_isa, Config::HostIsa::avx2);
+    EXPECT_NE(c.summary().find("host_repack=off"), std::string::npos);
+    EXPECT_NE(c.summary().find("host_isa=avx2"), std::string::npos);
+    Config bad = parse({{"GGML_STANDIN_HOST_ISA", "sse2"}});
+    EXPECT_EQ(bad.host_isa, Config::HostIsa::auto_);
+    EXPECT_EQ(bad.warnings.size(), 1u);
+}
+
 // GGML_STANDIN_FAULT=perturb:OP names one op exactly; a bare "perturb:" is
 // not a fault point.
 TEST(Config, PerturbFaultNamesOneOp) {

@@ -293,6 +293,19 @@ TEST(QuantMatMul, AllWeightTypesMatchDequantizedProduct) {
     }
 }
 
+// Float weights with 48 or more columns take the panel kernels (mul_mat.cpp):
+// a row count that leaves a partial panel, K over one panel depth (256) with
+// a tail that is not a multiple of 8, column counts leaving 1..5 columns, and
+// more columns than one task takes.
+TEST(QuantMatMul, FloatPanelsMatchDoubleProduct) {
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (int64_t N : {48, 53, 100, 389}) {
+            const MatMulCase mc{t, 300, 29, N};
+            EXPECT_LT(matmul_nmse(mc, 60 + uint32_t(N)), t == GGML_TYPE_F32 ? 1e-12 : 1e-4) << ggml_type_name(t) << " N=" << N;
+        }
+    }
+}
+
 // For the 32-element formats the integer sums, the scales and the order of the
 // float operations are those of ggml-cpu's vec_dot (Note [activation blocks]),
 // so a matrix-vector product is bit-identical to it.

@@ -28,14 +28,19 @@ foreach(type f32 q8_0)
         FIXTURES_REQUIRED model_tiny_${type} PASS_REGULAR_EXPRESSION "${GENERATED_8}")
 
     # Reference logits on ggml-cpu, then every layer offloaded to STANDIN_HOST0:
-    # NMSE <= 1e-4 for both types. (Measured: F32 1.6e-7; Q8_0 0, because the
-    # host mat-vec quantizes activations with ggml-cpu's own rounding.) The two
-    # types also use two batch sizes (the prompt's 22 tokens, and 64).
-    set(max_nmse 1e-4)
+    # F32 within 1e-4 (measured 1.6e-7). Q8_0 within 1e-3: the host device
+    # quantizes activations with ggml-cpu's own rounding, so the integer sums
+    # are ggml-cpu's, but its packed weights (kernels/host/packed.h) add a
+    # row's blocks in sequence where ggml-cpu's x86 Q8_0 kernel keeps 8 partial
+    # sums, and a random model magnifies the last-bit differences (measured
+    # 1.9e-4; the same bound as the CUDA device below). The two types also use
+    # two batch sizes (the prompt's 22 tokens, and 64).
     if(type STREQUAL "f32")
         set(n_tokens 0)
+        set(max_nmse 1e-4)
     else()
         set(n_tokens 64)
+        set(max_nmse 1e-3)
     endif()
     set(ref ${MODELS}/tiny-${type}.cpu.logits)
     add_test(NAME model.logits.tiny_${type}.cpu
@@ -56,11 +61,7 @@ foreach(type f32 q8_0)
     # move with them: measured there for a 1B Q8_0 model, ggml-cuda itself is
     # 5.7e-4 from ggml-cpu, standin's CUDA device 5.6e-4 and standin's host
     # device 2.6e-4 (F16 weights: 7.9e-7). README, "Conformance".
-    if(type STREQUAL "q8_0")
-        set(cuda_nmse 1e-3)
-    else()
-        set(cuda_nmse ${max_nmse})
-    endif()
+    set(cuda_nmse ${max_nmse})
     add_test(NAME model.logits.tiny_${type}.cuda
              COMMAND ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0
                      ${STANDIN} logits --plugin ${PLUGIN} --model ${model} --device STANDIN_CUDA0
@@ -68,6 +69,26 @@ foreach(type f32 q8_0)
     set_tests_properties(model.logits.tiny_${type}.cuda PROPERTIES LABELS "model;gpu" TIMEOUT 300
         SKIP_RETURN_CODE 77 FIXTURES_REQUIRED "model_tiny_${type};logits_tiny_${type}")
 endforeach()
+
+# Q4_0 on STANDIN_HOST0 is held to (nearly) bit-identical logits: ggml-cpu repacks
+# Q4_0 weights for AVX2 and sums each row's blocks in sequence, as the host
+# device's packed kernels do over the same integer sums and scales (measured
+# NMSE 0 at 22 and at 64 tokens; a different order of float additions gives about 1e-4).
+set(q4_model ${MODELS}/tiny-q4_0.gguf)
+add_test(NAME model.make.tiny_q4_0
+         COMMAND ${STANDIN} make-model --shape tiny --type q4_0 --seed 1 --out ${q4_model})
+set_tests_properties(model.make.tiny_q4_0 PROPERTIES LABELS model TIMEOUT 300
+    FIXTURES_SETUP model_tiny_q4_0 PASS_REGULAR_EXPRESSION "wrote .*tiny-q4_0.gguf: llama tiny")
+add_test(NAME model.logits.tiny_q4_0.cpu
+         COMMAND ${STANDIN} logits --plugin ${PLUGIN} --model ${q4_model} --device none --n-tokens 64
+                 --out ${MODELS}/tiny-q4_0.cpu.logits)
+set_tests_properties(model.logits.tiny_q4_0.cpu PROPERTIES LABELS model TIMEOUT 300
+    FIXTURES_REQUIRED model_tiny_q4_0 FIXTURES_SETUP logits_tiny_q4_0 PASS_REGULAR_EXPRESSION "computed on CPU: .*wrote ")
+add_test(NAME model.logits.tiny_q4_0.host
+         COMMAND ${STANDIN} logits --plugin ${PLUGIN} --model ${q4_model} --device STANDIN_HOST0 --n-tokens 64
+                 --compare ${MODELS}/tiny-q4_0.cpu.logits --max-nmse 1e-5)
+set_tests_properties(model.logits.tiny_q4_0.host PROPERTIES LABELS model TIMEOUT 300
+    FIXTURES_REQUIRED "model_tiny_q4_0;logits_tiny_q4_0")
 
 # CUDA graphs: generation replays the decode graph; the text must be the same
 # as with graphs off (same kernels, so the same logits and tokens), and the

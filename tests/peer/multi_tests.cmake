@@ -6,17 +6,20 @@ set(RPC_SERVER ${BIN}/ggml-rpc-server)
 set(TWO_HOSTS ${CMAKE_COMMAND} -E env GGML_STANDIN_HOST_DEVICES=2)
 
 # Layer split: each device holds whole layers; the tool fails when either
-# device computed no node. Both types, both batch sizes of model_tests.cmake.
+# device computed no node. Both types, both batch sizes and both bounds of
+# model_tests.cmake (Q8_0: 1e-3, as one host device; measured 1.9e-4).
 foreach(type f32 q8_0)
     if(type STREQUAL "f32")
         set(n_tokens 0)
+        set(max_nmse 1e-4)
     else()
         set(n_tokens 64)
+        set(max_nmse 1e-3)
     endif()
     add_test(NAME multi.layer.tiny_${type}.host2
              COMMAND ${TWO_HOSTS} ${STANDIN} logits --plugin ${PLUGIN} --model ${MODELS}/tiny-${type}.gguf
                      --device STANDIN_HOST0,STANDIN_HOST1 --split-mode layer --n-tokens ${n_tokens}
-                     --compare ${MODELS}/tiny-${type}.cpu.logits --max-nmse 1e-4)
+                     --compare ${MODELS}/tiny-${type}.cpu.logits --max-nmse ${max_nmse})
     set_tests_properties(multi.layer.tiny_${type}.host2 PROPERTIES LABELS multi TIMEOUT 120
         FIXTURES_REQUIRED "model_tiny_${type};logits_tiny_${type}"
         PASS_REGULAR_EXPRESSION "computed on STANDIN_HOST0: .*computed on STANDIN_HOST1: .*: OK")

@@ -39,6 +39,18 @@ TEST(HostDevice, AllocationsAreAlignedAndUsable) {
 TEST(HostDevice, ImpossibleAllocationReturnsNull) {
     host::HostDevice d(0, 1);
     EXPECT_EQ(d.alloc(SIZE_MAX / 2), nullptr);
+    EXPECT_EQ(d.alloc(SIZE_MAX - 100), nullptr);  // rounding up must not wrap to a small block
+}
+
+// Large buffers start on a huge page (host_device.cpp says why).
+TEST(HostDevice, LargeAllocationsAreHugePageAligned) {
+    host::HostDevice d(0, 1);
+    const size_t n = host::HostDevice::kHugeFrom + 12345;
+    void * p = d.alloc(n);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % host::HostDevice::kHugePage, 0u);
+    std::memset(p, 0x5a, n);
+    d.free(p);
 }
 
 TEST(HostDevice, StreamCopiesAndMemset) {

@@ -70,3 +70,26 @@ TEST(ThreadPool, ManyBackToBackJobs) {
     }
     EXPECT_EQ(total.load(), 2000 * 64);
 }
+
+// Idle workers stop spinning and sleep (Note [pool handoff]); a job published
+// after that must still wake them and complete, many times over (a lost
+// wake-up would hang here or leave chunks undone).
+TEST(ThreadPool, JobsAfterWorkersSleptComplete) {
+    ThreadPool pool(3);
+    for (uint64_t round = 0; round < 3; ++round) {
+        // Each of the 2 workers sleeps once per idle spell (a wake-up comes
+        // only with a job), after being idle for kSpinFor.
+        const uint64_t want = 2 * (round + 1);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (pool.sleeps() < want && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(ThreadPool::kSpinFor);
+        }
+        EXPECT_EQ(pool.sleeps(), want);
+        std::vector<std::atomic<int>> hits(1000);
+        pool.parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+        });
+        for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << round << " " << i;
+    }
+}
+

@@ -1,0 +1,45 @@
+// Packed Q4_0/Q8_0 MUL_MAT tiles at the x86-64-v3 level (mul_mat_x8.h), and
+// the choice of level for them (isa.h).
+//
+// AVX2 has no 8-bit dot product into int32: maddubs gives pairs in int16 and
+// madd with ones adds the pairs into int32. Q4_0 keeps the pair sums of a
+// whole block in int16 and widens once per block: a lane then sums 16
+// products of a nibble (0..15) and an activation byte (|q| <= 128), at most
+// 16 * 15 * 128 = 30720 < 32767, so nothing saturates. Q8_0 products reach
+// 127 * 128 * 2 per pair, so each word is widened at once; its signed
+// weights go through |x| and sign(y, x) as maddubs needs one unsigned side.
+//
+// Test: tests/kernels/test_packed.cpp (against the unpacked kernels and a
+// double-precision product, every level the CPU has).
+#define SI_X8_TARGET
+#include "kernels/host/mul_mat_x8.h"
+
+#include "kernels/host/isa.h"
+
+namespace standin::kernels::host::mm {
+
+namespace {
+
+struct OpsAvx2 {
+    static __m256i dot_u(__m256i s, __m256i x, __m256i y) { return _mm256_add_epi16(s, _mm256_maddubs_epi16(x, y)); }
+    static __m256i finish_u(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+    static __m256i dot_s(__m256i s, __m256i xa, __m256i x, __m256i y) {
+        const __m256i p16 = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(y, x));
+        return _mm256_add_epi32(s, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+    }
+    static __m256i finish_s(__m256i s) { return s; }
+};
+
+} // namespace
+
+QTileFn x8_tile_vnni(ggml_type type);  // mul_mat_x8_vnni.cpp
+
+QTileFn x8_tile_for(ggml_type type) {
+    switch (isa::level()) {
+        case isa::Level::avx512_vnni: return x8_tile_vnni(type);
+        case isa::Level::avx2:        break;
+    }
+    return x8_tile<OpsAvx2>(type);
+}
+
+} // namespace standin::kernels::host::mm

@@ -1,0 +1,161 @@
+// The MUL_MAT tile kernels for packed Q4_0/Q8_0 weights (Note [packed
+// weights], packed.h), written once over an instruction-set "Ops" and
+// included by one file per level: mul_mat_x8.cpp (AVX2) and
+// mul_mat_x8_vnni.cpp (AVX-512 VNNI). Everything here has internal linkage
+// and carries SI_X8_TARGET, which each includer defines before including it,
+// so each file's copy is compiled for its own level and no out-of-line copy of
+// an AVX-512 function can be merged into the AVX2 code (isa.h).
+//
+// One call computes 8 weight rows (one group) times C activation columns. Per
+// block, the group's words are loaded once; each word holds 4 quant bytes of
+// the 8 rows, and Ops::dot_* multiplies it with the column's 4 matching
+// activation bytes broadcast to every lane, leaving row r's partial sum in
+// lane r. After the block's words, lane r holds row r's integer dot product
+// (minus 8 * sum(q) for Q4_0's offset), and one convert and one multiply-add
+// with the 8 scales times the column's scale accumulate the block for all 8
+// rows; the result is stored as 8 consecutive floats. The float operations per
+// row are those of ggml-cpu's interleaved Q4_0 kernel (its "repack" buffer):
+// acc = fma(float(isum), d_w * d_y, acc), block by block.
+//
+// Ops: dot_u(s, x, y) accumulates unsigned x times signed y (Q4_0 nibbles),
+// dot_s(s, |x|, x, y) signed x times signed y (Q8_0), finish_u/finish_s turn
+// the accumulator into 8 int32 sums.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/host/packed.h"
+#include "kernels/host/vec_dot.h"
+
+#ifndef SI_X8_TARGET
+#error "define SI_X8_TARGET before including mul_mat_x8.h"
+#endif
+
+namespace standin::kernels::host::mm {
+
+namespace {
+
+struct X8Q4_0 {
+    static constexpr size_t kBlock8 = packed::kRows * 18;  // 8 scales, 4 words
+    static constexpr int    kWords  = 4;
+    static constexpr bool   kOffset = true;  // nibbles 0..15 stand for -8..7
+};
+
+struct X8Q8_0 {
+    static constexpr size_t kBlock8 = packed::kRows * 34;  // 8 scales, 8 words
+    static constexpr int    kWords  = 8;
+    static constexpr bool   kOffset = false;
+};
+
+SI_X8_TARGET inline __m256i bcast4(const int8_t * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// An empty asm that claims to change v: the accumulation stays one chain per
+// column in one register. Without it GCC reassociates the block's integer
+// adds into a tree with a live temporary per word and column, and spills half
+// of them (the 4-column Q8_0 kernel ran at a third of its speed).
+SI_X8_TARGET inline void chain(__m256i & v) { __asm__("" : "+x"(v)); }
+
+SI_X8_TARGET inline __m256i load_w(const uint8_t * p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+}
+
+// Group (8 rows from tile row r0) times columns [cl0, cl0 + C) of the tile.
+template <class Ops, class F, int C>
+SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
+    const uint8_t * g  = reinterpret_cast<const uint8_t *>(t.x) + r0 * int64_t(t.x_stride);
+    const int64_t   K  = t.act.K;
+    const int64_t   nb = K / 32;
+    const int8_t *  yq[C];
+    const float *   yd[C];
+    const int32_t * ys[C];
+    for (int c = 0; c < C; ++c) {
+        const int64_t col = t.c0 + cl0 + c;
+        yq[c] = t.act.q + col * K;
+        yd[c] = t.act.d + col * nb;
+        ys[c] = t.act.q8sum + col * nb;
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * blk = g + b * int64_t(F::kBlock8);
+        const uint8_t * qw  = blk + 2 * packed::kRows;
+        __m256i s[C];
+        for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
+        if constexpr (F::kOffset) {
+#pragma GCC unroll 4
+            for (int w = 0; w < F::kWords; ++w) {
+                const __m256i raw = load_w(qw + 32 * w);
+                const __m256i lo  = _mm256_and_si256(raw, m4);                         // elements 4w..4w+3
+                const __m256i hi  = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);   // elements 16+4w..
+#pragma GCC unroll 4
+                for (int c = 0; c < C; ++c) {
+                    s[c] = Ops::dot_u(s[c], lo, bcast4(yq[c] + 32 * b + 4 * w));
+                    chain(s[c]);
+                    s[c] = Ops::dot_u(s[c], hi, bcast4(yq[c] + 32 * b + 16 + 4 * w));
+                    chain(s[c]);
+                }
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int w = 0; w < F::kWords; ++w) {
+                const __m256i v  = load_w(qw + 32 * w);
+                const __m256i va = _mm256_abs_epi8(v);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; ++c) {
+                    s[c] = Ops::dot_s(s[c], va, v, bcast4(yq[c] + 32 * b + 4 * w));
+                    chain(s[c]);
+                }
+            }
+        }
+        const __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk)));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+            __m256i isum;
+            if constexpr (F::kOffset) {
+                isum = _mm256_sub_epi32(Ops::finish_u(s[c]), _mm256_set1_epi32(ys[c][b]));
+            } else {
+                isum = Ops::finish_s(s[c]);
+            }
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dx, _mm256_set1_ps(yd[c][b])), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(t.out + (cl0 + c) * t.out_col_stride + r0, acc[c]);
+}
+
+// Column runs of 4, then 2 and 1; every group of the tile for each run, so the
+// run's activations stay in L1 while the tile's weights stream past.
+template <class Ops, class F>
+SI_X8_TARGET void tile_x8(const QTile & t) {
+    int64_t c = 0;
+    for (; c + 4 <= t.ncols; c += 4) {
+        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group_x8<Ops, F, 4>(t, r, c);
+    }
+    for (; c + 2 <= t.ncols; c += 2) {
+        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group_x8<Ops, F, 2>(t, r, c);
+    }
+    for (; c < t.ncols; ++c) {
+        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group_x8<Ops, F, 1>(t, r, c);
+    }
+}
+
+template <class Ops>
+QTileFn x8_tile(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_Q4_0: return tile_x8<Ops, X8Q4_0>;
+        case GGML_TYPE_Q8_0: return tile_x8<Ops, X8Q8_0>;
+        default:             return nullptr;
+    }
+}
+
+} // namespace
+
+} // namespace standin::kernels::host::mm

@@ -1,0 +1,185 @@
+// The packed weight layout of Note [packed weights] (packed.h): packing,
+// restoring and reading rows. Scalar byte moves: packing runs once per weight
+// at upload, and the readers other than MUL_MAT move a few rows.
+//
+// Test: tests/kernels/test_packed.cpp (round trips, views, every reader).
+#include "kernels/host/packed.h"
+
+#include <cstring>
+#include <vector>
+
+#include "diag/check.h"
+
+namespace standin::kernels::host::packed {
+
+namespace {
+
+const PackedLayout kQ4_0x8{GGML_TYPE_Q4_0, "q4_0x8"};
+const PackedLayout kQ8_0x8{GGML_TYPE_Q8_0, "q8_0x8"};
+
+// Both formats are a 2-byte scale followed by the quant bytes.
+constexpr size_t kScaleBytes = 2;
+
+struct Geometry {
+    size_t  bs;      // block bytes
+    size_t  rb;      // row bytes
+    int64_t blocks;  // blocks per row
+    size_t  words;   // 4-byte quant words per block
+};
+
+Geometry geometry(const ggml_tensor * base) {
+    Geometry g;
+    g.bs     = ggml_type_size(base->type);
+    g.rb     = base->nb[1];
+    g.blocks = base->ne[0] / ggml_blck_size(base->type);
+    g.words  = (g.bs - kScaleBytes) / 4;
+    return g;
+}
+
+// Block b of the row at byte `row` (a row start, original layout) of the
+// group-ordered bytes `packed`, restored into dst (g.bs bytes).
+void unpack_block(const Geometry & g, const char * packed, size_t row, int64_t b, char * dst) {
+    const size_t group = row / (kRows * g.rb);
+    const size_t r     = (row % (kRows * g.rb)) / g.rb;
+    const char * blk8  = packed + group * kRows * g.rb + size_t(b) * kRows * g.bs;
+    std::memcpy(dst, blk8 + kScaleBytes * r, kScaleBytes);
+    for (size_t w = 0; w < g.words; ++w) {
+        std::memcpy(dst + kScaleBytes + 4 * w, blk8 + kRows * kScaleBytes + 32 * w + 4 * r, 4);
+    }
+}
+
+} // namespace
+
+const PackedLayout * layout_for(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_Q4_0: return &kQ4_0x8;
+        case GGML_TYPE_Q8_0: return &kQ8_0x8;
+        default:             return nullptr;
+    }
+}
+
+bool can_pack(const ggml_tensor * t) {
+    return layout_for(t->type) != nullptr && t->view_src == nullptr && t->ne[1] % kRows == 0 &&
+           ggml_is_contiguous(t) && ggml_nbytes(t) > 0;
+}
+
+const PackedLayout * packed_of(const ggml_tensor * t) {
+    const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
+    const void * e = base->extra;
+    return e == &kQ4_0x8 || e == &kQ8_0x8 ? static_cast<const PackedLayout *>(e) : nullptr;
+}
+
+bool is_native(const ggml_tensor * t) {
+    if (packed_of(t) == nullptr) {
+        return false;
+    }
+    const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
+    if (base == t) {
+        return true;
+    }
+    const size_t group = kRows * base->nb[1];
+    const size_t off   = size_t(static_cast<const char *>(t->data) - static_cast<const char *>(base->data));
+    return t->type == base->type && t->ne[0] == base->ne[0] && t->nb[0] == base->nb[0] && t->nb[1] == base->nb[1] &&
+           off % group == 0 && t->ne[1] % kRows == 0 && (t->ne[2] == 1 || t->nb[2] % group == 0) &&
+           (t->ne[3] == 1 || t->nb[3] % group == 0);
+}
+
+namespace {
+
+// One group: the original bytes of its 8 rows at src, packed into dst.
+void pack_group(const Geometry & g, const char * src, char * dst) {
+    for (int64_t b = 0; b < g.blocks; ++b) {
+        char * blk8 = dst + size_t(b) * kRows * g.bs;
+        for (size_t r = 0; r < size_t(kRows); ++r) {
+            const char * blk = src + r * g.rb + size_t(b) * g.bs;
+            std::memcpy(blk8 + kScaleBytes * r, blk, kScaleBytes);
+            for (size_t w = 0; w < g.words; ++w) {
+                std::memcpy(blk8 + kRows * kScaleBytes + 32 * w + 4 * r, blk + kScaleBytes + 4 * w, 4);
+            }
+        }
+    }
+}
+
+} // namespace
+
+void pack(ggml_tensor * t, const void * plain, void * dst) {
+    SI_ASSERT(can_pack(t));
+    const Geometry g = geometry(t);
+    const int64_t groups = ggml_nrows(t) / kRows;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+        const size_t base = size_t(gi) * kRows * g.rb;
+        pack_group(g, static_cast<const char *>(plain) + base, static_cast<char *>(dst) + base);
+    }
+    t->extra = const_cast<PackedLayout *>(layout_for(t->type));
+}
+
+void pack_in_place(ggml_tensor * t) {
+    SI_ASSERT(can_pack(t));
+    const Geometry g = geometry(t);
+    std::vector<char> group(kRows * g.rb);
+    const int64_t groups = ggml_nrows(t) / kRows;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+        char * at = static_cast<char *>(t->data) + size_t(gi) * kRows * g.rb;
+        std::memcpy(group.data(), at, group.size());
+        pack_group(g, group.data(), at);
+    }
+    t->extra = const_cast<PackedLayout *>(layout_for(t->type));
+}
+
+void read_plain(const ggml_tensor * t, size_t offset, size_t size, void * dst) {
+    SI_ASSERT(packed_of(t) != nullptr && t->view_src == nullptr);
+    if (size == 0) {
+        return;
+    }
+    const Geometry g = geometry(t);
+    const char * data = static_cast<const char *>(t->data);
+    char *       out  = static_cast<char *>(dst);
+    const size_t end  = offset + size;
+    // Whole blocks overlapping the range, then the slice of each.
+    for (size_t pos = offset; pos < end;) {
+        const size_t row   = pos - pos % g.rb;
+        const int64_t b    = int64_t((pos - row) / g.bs);
+        const size_t start = row + size_t(b) * g.bs;
+        char blk[64];
+        SI_ASSERT(g.bs <= sizeof(blk));
+        unpack_block(g, data, row, b, blk);
+        const size_t from = pos - start;
+        const size_t n    = std::min(g.bs - from, end - pos);
+        std::memcpy(out + (pos - offset), blk + from, n);
+        pos += n;
+    }
+}
+
+void unpack_in_place(ggml_tensor * t) {
+    SI_ASSERT(packed_of(t) != nullptr && t->view_src == nullptr);
+    const Geometry g = geometry(t);
+    std::vector<char> group(kRows * g.rb);
+    const int64_t groups = ggml_nrows(t) / kRows;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+        char * at = static_cast<char *>(t->data) + size_t(gi) * kRows * g.rb;
+        std::memcpy(group.data(), at, group.size());
+        for (size_t r = 0; r < size_t(kRows); ++r) {
+            for (int64_t b = 0; b < g.blocks; ++b) unpack_block(g, group.data(), r * g.rb, b, at + r * g.rb + size_t(b) * g.bs);
+        }
+    }
+    t->extra = nullptr;
+}
+
+void read_blocks(const ggml_tensor * base, size_t row_offset, int64_t first_block, int64_t n, void * dst) {
+    const Geometry g = geometry(base);
+    char * out = static_cast<char *>(dst);
+    for (int64_t b = 0; b < n; ++b) {
+        unpack_block(g, static_cast<const char *>(base->data), row_offset, first_block + b, out + size_t(b) * g.bs);
+    }
+}
+
+void read_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3, void * dst) {
+    const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
+    const size_t off = size_t(static_cast<const char *>(t->data) - static_cast<const char *>(base->data)) +
+                       size_t(i1) * t->nb[1] + size_t(i2) * t->nb[2] + size_t(i3) * t->nb[3];
+    const size_t rb  = base->nb[1];
+    const size_t row = off - off % rb;
+    read_blocks(base, row, int64_t((off - row) / ggml_type_size(base->type)), t->ne[0] / ggml_blck_size(t->type), dst);
+}
+
+} // namespace standin::kernels::host::packed

@@ -1,0 +1,88 @@
+// Weights in the host device's own layout (Note [packed weights]): what the
+// upload path, the readers of a weight and the MUL_MAT kernels share.
+//
+// Note [packed weights]
+// A Q4_0 or Q8_0 weight matrix uploaded into a host device's own buffer for
+// weights (ggml_backend_buffer_set_usage(..., WEIGHTS), llama.cpp's model
+// buffers) is stored in groups of 8 rows: the 8 rows' blocks b sit together as
+// one "block8", first the 8 half-precision scales, then the quants as 32-byte
+// words each holding 4 consecutive quant bytes of every row:
+//     block8 = d[r] (r = 0..7), then word w = qs_r[4w .. 4w+3] for r = 0..7
+// (Q4_0: 4 words, the low nibbles of word w are elements 4w..4w+3 and its high
+// nibbles elements 16+4w..; Q8_0: 8 words, elements 4w..4w+3). One 256-bit
+// load then holds 4 elements of 8 rows, so a maddubs/dpbusd against the
+// activation's 4 bytes broadcast leaves the integer sums of 8 rows in the 8
+// lanes, and the scales, the float multiply-add and the store serve 8 rows at
+// once (mul_mat_x8.h) instead of one row per horizontal sum.
+// The layout is a permutation of the bytes within each group of 8 rows, so
+// the tensor keeps its size, a group occupies exactly the bytes of its 8 rows
+// in the original layout (a view of whole groups is itself packed), and a
+// buffer filled with one byte value reads the same either way.
+// Packing happens when a whole tensor is written with set_tensor, or, for
+// weights a loader wrote into the buffer's memory itself (llama.cpp without
+// mmap, the host device's case), before the first graph that multiplies by
+// them (glue's pack_graph_weights, under a lock no graph holds meanwhile).
+// A packed tensor is marked by tensor->extra pointing at its PackedLayout.
+// Every reader understands it: MUL_MAT and MUL_MAT_ID (packed kernels, or rows
+// restored into scratch for a view that cuts groups), GET_ROWS and the
+// quantized copies (rows restored), and the buffer's get_tensor, which
+// returns the original bytes, as does a copy out of the buffer by standin.
+// Memory is read by another library directly only where ggml's scheduler runs
+// an op on a weight of a device that does not support that op, and the host
+// device supports every op that reads these types (op_table.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ggml.h"
+
+namespace standin::kernels::host::packed {
+
+struct PackedLayout {
+    ggml_type   type;
+    const char * name;
+};
+
+constexpr int kRows = 8;  // rows per group
+
+// The layout a tensor of this type is packed into, or nullptr if none.
+const PackedLayout * layout_for(ggml_type type);
+
+// Whether a tensor (not a view) can be packed: a type with a layout, rows
+// contiguous and dense, and every 2-D slice a whole number of groups.
+bool can_pack(const ggml_tensor * t);
+
+// The layout of the tensor t or of the tensor it views, nullptr if neither is packed.
+const PackedLayout * packed_of(const ggml_tensor * t);
+
+// Whether t (a packed tensor or a view of one) can be read by the packed
+// kernels directly: whole rows of the base, starting on group boundaries,
+// every slice (dims 2, 3) too.
+bool is_native(const ggml_tensor * t);
+
+// Rewrites `plain` (the tensor's original bytes, nbytes(t) of them) into
+// `dst` in the packed layout and marks t. plain and dst must not overlap.
+void pack(ggml_tensor * t, const void * plain, void * dst);
+
+// Packs a tensor in place (its memory holds the original bytes) and marks
+// it; group by group, so the scratch is 8 rows.
+void pack_in_place(ggml_tensor * t);
+
+// Restores a packed tensor to the original layout in place and unmarks it.
+void unpack_in_place(ggml_tensor * t);
+
+// Copies bytes [offset, offset + size) of the original layout of packed
+// tensor t (not a view) into dst.
+void read_plain(const ggml_tensor * t, size_t offset, size_t size, void * dst);
+
+// The original bytes of n blocks of one row of a packed tensor or view: the
+// row that starts (in the original layout) at byte `row_offset` of the view's
+// base tensor, from its block `first_block`.
+void read_blocks(const ggml_tensor * base, size_t row_offset, int64_t first_block, int64_t n, void * dst);
+
+// Row (i1, i2, i3) of t (a packed tensor or view) in the original layout, all
+// ne[0] / block elements of it, into dst.
+void read_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3, void * dst);
+
+} // namespace standin::kernels::host::packed

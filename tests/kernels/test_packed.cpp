@@ -1,0 +1,327 @@
+// Packed weights (kernels/host/packed.h, Note [packed weights]) and their
+// kernels (mul_mat_x8*.cpp), and the choice of instruction-set level
+// (kernels/host/isa.h).
+//
+// The packed MUL_MAT must give, per row, exactly the float operations of a
+// sequential block loop acc = fma(float(isum), d_w * d_y, acc) over the same
+// int8 activations (the order of ggml-cpu's interleaved Q4_0 kernel), at every
+// level the CPU has; every other reader of a packed weight must see the
+// original rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ggml.h"
+#include "kernels/common/numerics.h"
+#include "kernels/common/quants.h"
+#include "kernels/host/host_kernels.h"
+#include "kernels/host/isa.h"
+#include "kernels/host/packed.h"
+#include "kernels/host/vec_dot.h"
+#include "runtime/host/host_device.h"
+
+using namespace standin;
+namespace packed = kernels::host::packed;
+namespace isa    = kernels::host::isa;
+
+namespace {
+
+const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0};
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float & f : v) f = u(rng);
+    return v;
+}
+
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+struct Ctx {
+    ggml_context * ctx;
+    Ctx() {
+        ggml_init_params ip = {size_t(64) << 20, nullptr, false};
+        ctx = ggml_init(ip);
+    }
+    ~Ctx() { ggml_free(ctx); }
+};
+
+// A weight tensor (K x M x ne2) of random quantized rows; packed if asked.
+ggml_tensor * weights(ggml_context * ctx, ggml_type t, int64_t K, int64_t M, int64_t ne2, uint32_t seed, bool pack) {
+    ggml_tensor * a = ggml_new_tensor_3d(ctx, t, K, M, ne2);
+    const std::vector<float> w = random_floats(size_t(K * M * ne2), seed);
+    std::vector<char> plain(ggml_nbytes(a));
+    ggml_quantize_chunk(t, w.data(), plain.data(), 0, M * ne2, K, nullptr);
+    if (pack) {
+        EXPECT_TRUE(packed::can_pack(a));
+        packed::pack(a, plain.data(), a->data);
+        EXPECT_EQ(packed::packed_of(a), packed::layout_for(t));
+    } else {
+        std::memcpy(a->data, plain.data(), plain.size());
+    }
+    return a;
+}
+
+ggml_tensor * activations(ggml_context * ctx, int64_t K, int64_t N, int64_t ne2, uint32_t seed) {
+    ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, N, ne2);
+    const std::vector<float> x = random_floats(size_t(K * N * ne2), seed);
+    std::memcpy(b->data, x.data(), ggml_nbytes(b));
+    return b;
+}
+
+std::vector<float> run_mul_mat(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    ggml_tensor * c = ggml_mul_mat(ctx, a, b);
+    rt::host::HostStream stream{2};
+    EXPECT_TRUE(kernels::host::mul_mat(stream, c));
+    const float * p = static_cast<const float *>(c->data);
+    return std::vector<float>(p, p + ggml_nelements(c));
+}
+
+// The sequential reference for one output: row `row` of the plain weights
+// (original layout) against activation column x.
+float sequential_dot(ggml_type t, const char * row, const float * x, int64_t K) {
+    std::vector<int8_t>  q(static_cast<size_t>(K));
+    std::vector<float>   d(size_t(K / 32)), s(size_t(K / 32));
+    std::vector<int16_t> p8(size_t(K / 2));
+    std::vector<int32_t> q8(size_t(K / 32));
+    kernels::host::mm::quantize_act_32(x, K, q.data(), d.data(), s.data(), p8.data(), q8.data());
+    float acc = 0.0f;
+    for (int64_t b = 0; b < K / 32; ++b) {
+        int32_t isum = 0;
+        float   dw;
+        if (t == GGML_TYPE_Q4_0) {
+            const auto & blk = reinterpret_cast<const quant::BlockQ4_0 *>(row)[b];
+            dw = num::fp16_to_f32(blk.d);
+            for (int j = 0; j < 16; ++j) {
+                isum += ((blk.qs[j] & 15) - 8) * q[size_t(32 * b + j)] + ((blk.qs[j] >> 4) - 8) * q[size_t(32 * b + 16 + j)];
+            }
+        } else {
+            const auto & blk = reinterpret_cast<const quant::BlockQ8_0 *>(row)[b];
+            dw = num::fp16_to_f32(blk.d);
+            for (int j = 0; j < 32; ++j) isum += blk.qs[j] * q[size_t(32 * b + j)];
+        }
+        acc = std::fma(float(isum), dw * d[size_t(b)], acc);
+    }
+    return acc;
+}
+
+// Runs fn once at every level this CPU has, then restores the default.
+template <class Fn>
+void at_every_level(Fn fn) {
+    const isa::Level best = isa::choose(isa::detect());
+    for (isa::Level l : {isa::Level::avx2, isa::Level::avx512_vnni}) {
+        if (!isa::force(l)) continue;
+        fn(l);
+    }
+    isa::force(best);
+}
+
+} // namespace
+
+TEST(HostIsa, ChoosesByFeatures) {
+    isa::Features f;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx2);
+    f.avx2 = f.fma = f.f16c = true;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx2);
+    f.avx512f = f.avx512bw = f.avx512vl = true;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx2);  // AVX-512 without VNNI: nothing to gain here
+    f.avx512vnni = true;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx512_vnni);
+    f.avx512vl = false;  // the 256-bit forms need VL
+    EXPECT_EQ(isa::choose(f), isa::Level::avx2);
+}
+
+TEST(HostIsa, ForceRefusesWhatTheCpuLacks) {
+    const isa::Level best = isa::choose(isa::detect());
+    EXPECT_EQ(isa::level(), best);
+    EXPECT_TRUE(isa::force(isa::Level::avx2));
+    EXPECT_EQ(isa::level(), isa::Level::avx2);
+    EXPECT_EQ(isa::force(isa::Level::avx512_vnni), best == isa::Level::avx512_vnni);
+    EXPECT_TRUE(isa::force(best));
+    EXPECT_EQ(isa::level(), best);
+}
+
+TEST(Packed, OnlyWholeGroupsOfDenseRowsPack) {
+    Ctx c;
+    EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 16)));
+    EXPECT_TRUE(packed::can_pack(ggml_new_tensor_3d(c.ctx, GGML_TYPE_Q8_0, 64, 8, 3)));
+    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 12)));
+    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_1, 64, 16)));
+    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 64, 16)));
+    ggml_tensor * t = ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 32);
+    EXPECT_FALSE(packed::can_pack(ggml_view_2d(c.ctx, t, 64, 16, t->nb[1], 0)));
+}
+
+TEST(Packed, RoundTripAndPartialReads) {
+    for (ggml_type t : kPackable) {
+        Ctx c;
+        ggml_tensor * a = ggml_new_tensor_3d(c.ctx, t, 96, 16, 2);
+        std::vector<char> plain(ggml_nbytes(a));
+        std::mt19937 rng(5);
+        for (char & b : plain) b = char(rng());
+        packed::pack(a, plain.data(), a->data);
+        EXPECT_NE(std::memcmp(a->data, plain.data(), plain.size()), 0) << "the layout moves bytes";
+        std::vector<char> back(plain.size());
+        packed::read_plain(a, 0, back.size(), back.data());
+        EXPECT_EQ(std::memcmp(back.data(), plain.data(), plain.size()), 0) << ggml_type_name(t);
+        // Ranges starting and ending inside blocks and rows.
+        for (size_t off : {size_t(0), size_t(1), size_t(17), size_t(a->nb[1] - 3), size_t(9 * a->nb[1] + 5)}) {
+            for (size_t n : {size_t(1), size_t(33), size_t(a->nb[1] + 7)}) {
+                std::vector<char> part(n);
+                packed::read_plain(a, off, n, part.data());
+                EXPECT_EQ(std::memcmp(part.data(), plain.data() + off, n), 0) << ggml_type_name(t) << " " << off << "+" << n;
+            }
+        }
+        std::vector<char> row(a->nb[1]);
+        packed::read_row(a, 13, 1, 0, row.data());
+        EXPECT_EQ(std::memcmp(row.data(), plain.data() + 13 * a->nb[1] + a->nb[2], row.size()), 0);
+        packed::unpack_in_place(a);
+        EXPECT_EQ(packed::packed_of(a), nullptr);
+        EXPECT_EQ(std::memcmp(a->data, plain.data(), plain.size()), 0) << ggml_type_name(t);
+        // Packing in place gives the same bytes as packing a copy.
+        std::vector<char> copy_packed(plain.size());
+        packed::pack(a, plain.data(), copy_packed.data());
+        a->extra = nullptr;  // a's own memory still holds the original bytes
+        packed::pack_in_place(a);
+        EXPECT_EQ(packed::packed_of(a), packed::layout_for(t));
+        EXPECT_EQ(std::memcmp(a->data, copy_packed.data(), plain.size()), 0) << ggml_type_name(t);
+    }
+}
+
+// Row counts of one and several groups and tiles (16 rows), column counts over
+// the 4-, 2- and 1-column kernels, a batch broadcast over dim 2.
+TEST(Packed, MatMulIsTheSequentialBlockLoop) {
+    at_every_level([](isa::Level l) {
+        for (ggml_type t : kPackable) {
+            for (int64_t M : {8, 24, 40}) {
+                for (int64_t N : {1, 2, 3, 4, 5, 7, 9}) {
+                    Ctx c;
+                    const int64_t K = 11 * 32;
+                    ggml_tensor * a  = weights(c.ctx, t, K, M, 2, uint32_t(M + N), false);
+                    ggml_tensor * ap = weights(c.ctx, t, K, M, 2, uint32_t(M + N), true);
+                    ggml_tensor * b  = activations(c.ctx, K, N, 4, uint32_t(7 * N));
+                    const std::vector<float> got = run_mul_mat(c.ctx, ap, b);
+                    for (int64_t i2 = 0; i2 < 4; ++i2) {
+                        for (int64_t n = 0; n < N; ++n) {
+                            const float * x = static_cast<const float *>(b->data) + (i2 * N + n) * K;
+                            for (int64_t m = 0; m < M; ++m) {
+                                const char * row = static_cast<const char *>(a->data) + m * a->nb[1] + (i2 / 2) * a->nb[2];
+                                const float ref = sequential_dot(t, row, x, K);
+                                ASSERT_EQ(bits(got[size_t((i2 * N + n) * M + m)]), bits(ref))
+                                    << isa::name(l) << " " << ggml_type_name(t) << " M=" << M << " N=" << N << " i2=" << i2
+                                    << " m=" << m << " n=" << n;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+// The same products as the kernels for the original layout, to their float
+// rounding (they add a row's blocks in another order).
+TEST(Packed, MatMulMatchesUnpackedKernels) {
+    for (ggml_type t : kPackable) {
+        Ctx c;
+        const int64_t K = 4096 + 96, M = 48, N = 6;
+        ggml_tensor * a  = weights(c.ctx, t, K, M, 1, 3, false);
+        ggml_tensor * ap = weights(c.ctx, t, K, M, 1, 3, true);
+        ggml_tensor * b  = activations(c.ctx, K, N, 1, 4);
+        const std::vector<float> ref = run_mul_mat(c.ctx, a, b), got = run_mul_mat(c.ctx, ap, b);
+        double err = 0, ref2 = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            err += double(got[i] - ref[i]) * double(got[i] - ref[i]);
+            ref2 += double(ref[i]) * double(ref[i]);
+        }
+        EXPECT_LT(err / ref2, 1e-12) << ggml_type_name(t);
+    }
+}
+
+// Views: whole groups are read packed, any other cut through restored rows;
+// both must equal the same view of the original layout.
+TEST(Packed, ViewsOfPackedWeights) {
+    for (ggml_type t : kPackable) {
+        Ctx c;
+        const int64_t K = 8 * 32, M = 48;
+        ggml_tensor * a  = weights(c.ctx, t, K, M, 1, 11, false);
+        ggml_tensor * ap = weights(c.ctx, t, K, M, 1, 11, true);
+        ggml_tensor * b  = activations(c.ctx, K, 3, 1, 12);
+        ggml_tensor * bh = activations(c.ctx, K / 2, 3, 1, 13);
+        struct Cut {
+            int64_t ne0, ne1;
+            size_t  offs;
+            bool    native;
+        };
+        const size_t bs = ggml_type_size(t);
+        for (const Cut & cut : {Cut{K, 16, 8 * a->nb[1], true}, Cut{K, 16, 3 * a->nb[1], false},
+                                Cut{K, 12, 8 * a->nb[1], false}, Cut{K / 2, 16, 2 * bs + 8 * a->nb[1], false}}) {
+            ggml_tensor * v  = ggml_view_2d(c.ctx, a, cut.ne0, cut.ne1, a->nb[1], cut.offs);
+            ggml_tensor * vp = ggml_view_2d(c.ctx, ap, cut.ne0, cut.ne1, ap->nb[1], cut.offs);
+            EXPECT_EQ(packed::is_native(vp), cut.native) << cut.offs;
+            ggml_tensor * y = cut.ne0 == K ? b : bh;
+            const std::vector<float> ref = run_mul_mat(c.ctx, v, y), got = run_mul_mat(c.ctx, vp, y);
+            for (size_t i = 0; i < ref.size(); ++i) {
+                ASSERT_NEAR(got[i], ref[i], 1e-4f * (1.0f + std::fabs(ref[i]))) << ggml_type_name(t) << " cut " << cut.offs << " " << i;
+            }
+        }
+    }
+}
+
+TEST(Packed, GetRowsAndCopiesReadOriginalRows) {
+    for (ggml_type t : kPackable) {
+        Ctx c;
+        const int64_t K = 4 * 32, M = 24;
+        ggml_tensor * a  = weights(c.ctx, t, K, M, 1, 21, false);
+        ggml_tensor * ap = weights(c.ctx, t, K, M, 1, 21, true);
+        ggml_tensor * idx = ggml_new_tensor_1d(c.ctx, GGML_TYPE_I32, 5);
+        const int32_t rows[5] = {0, 23, 7, 8, 15};
+        std::memcpy(idx->data, rows, sizeof(rows));
+        rt::host::HostStream stream{2};
+        ggml_tensor * g  = ggml_get_rows(c.ctx, a, idx);
+        ggml_tensor * gp = ggml_get_rows(c.ctx, ap, idx);
+        ASSERT_TRUE(kernels::host::get_rows(stream, g));
+        ASSERT_TRUE(kernels::host::get_rows(stream, gp));
+        EXPECT_EQ(std::memcmp(g->data, gp->data, ggml_nbytes(g)), 0) << ggml_type_name(t);
+
+        // Decode to F32 and a same-type copy.
+        for (ggml_type dt : {GGML_TYPE_F32, t}) {
+            ggml_tensor * d  = ggml_cpy(c.ctx, a, ggml_new_tensor_2d(c.ctx, dt, K, M));
+            ggml_tensor * dp = ggml_cpy(c.ctx, ap, ggml_new_tensor_2d(c.ctx, dt, K, M));
+            ASSERT_TRUE(kernels::host::copy(stream, d));
+            ASSERT_TRUE(kernels::host::copy(stream, dp));
+            EXPECT_EQ(std::memcmp(d->data, dp->data, ggml_nbytes(d)), 0) << ggml_type_name(t) << " -> " << ggml_type_name(dt);
+        }
+    }
+}
+
+TEST(Packed, MulMatIdReadsPackedExperts) {
+    for (ggml_type t : kPackable) {
+        Ctx c;
+        const int64_t K = 4 * 32, M = 16, n_as = 4, n_used = 2, n_tok = 3;
+        ggml_tensor * as  = weights(c.ctx, t, K, M, n_as, 31, false);
+        ggml_tensor * asp = weights(c.ctx, t, K, M, n_as, 31, true);
+        ggml_tensor * b   = activations(c.ctx, K, n_used, n_tok, 32);
+        ggml_tensor * ids = ggml_new_tensor_2d(c.ctx, GGML_TYPE_I32, n_used, n_tok);
+        const int32_t e[6] = {3, 0, 1, 3, 2, 2};
+        std::memcpy(ids->data, e, sizeof(e));
+        rt::host::HostStream stream{2};
+        ggml_tensor * r  = ggml_mul_mat_id(c.ctx, as, b, ids);
+        ggml_tensor * rp = ggml_mul_mat_id(c.ctx, asp, b, ids);
+        ASSERT_TRUE(kernels::host::mul_mat_id(stream, r));
+        ASSERT_TRUE(kernels::host::mul_mat_id(stream, rp));
+        const float * x = static_cast<const float *>(r->data);
+        const float * y = static_cast<const float *>(rp->data);
+        for (int64_t i = 0; i < ggml_nelements(r); ++i) {
+            ASSERT_NEAR(y[i], x[i], 1e-4f * (1.0f + std::fabs(x[i]))) << ggml_type_name(t) << " " << i;
+        }
+    }
+}
