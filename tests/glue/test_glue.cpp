@@ -9,6 +9,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "glue/glue.h"
+#include "interpose/audit.h"
 #include "kernels/op_table.h"
 #include "runtime/ownership.h"
 
@@ -101,7 +102,11 @@ TEST(Glue, GraphComputeMatchesHandComputedValues) {
     for (int i = 0; i < 12; ++i) av[i] = float(i);
     ggml_backend_tensor_set(a, av, 0, sizeof(av));
     ggml_backend_tensor_set(b, bv, 0, sizeof(bv));
+    const size_t local_before = interpose::audit::report().local_nodes;
     ASSERT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+    // The audit counts what ran on standin's kernels in standalone mode too:
+    // every node of the graph but the transpose view.
+    EXPECT_EQ(interpose::audit::report().local_nodes - local_before, size_t(ggml_graph_n_nodes(gf) - 1));
     float ov[12];
     ggml_backend_tensor_get(out, ov, 0, sizeof(ov));
     // out is [3, 4]: out[c][r] = ((a[r][c] + b[c]) * b[c]) / 2, exactly representable in f16.
