@@ -8,6 +8,7 @@
 // the slot name instead of a silent mis-cast.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +29,9 @@ struct DeviceContext {
     ggml_backend_device        device{};     // the ABI object handed out
     ggml_backend_buffer_type   buft{};       // device memory
     ggml_backend_buffer_type   host_buft{};  // pinned/staging host memory
+    // Live buffers of `buft` (device memory): whether the device computes part
+    // of a model (Note [host device placement], device.cpp).
+    std::atomic<int>           own_buffers{0};
 };
 
 struct BufferTypeContext {
@@ -94,6 +98,10 @@ void free_event(ggml_backend_event_t event);
 
 // Whether a buffer type is one of standin's (any device).
 bool is_standin_buft(ggml_backend_buffer_type_t buft);
+
+// Whether a device of `kind` asks the scheduler for an op whose weights are in
+// host memory (offload_op; glue/device.cpp says when).
+bool offload_pays(rt::Kind kind, const ggml_tensor * op, int min_batch);
 
 // The guid shared by every standin backend.
 ggml_guid_t backend_guid();
