@@ -47,6 +47,13 @@ if(STANDIN_LLAMA_LINKED_BIN_DIR AND NOT EXISTS "${STANDIN_LLAMA_LINKED_BIN_DIR}/
     unset(STANDIN_LLAMA_LINKED_BIN_DIR)
 endif()
 
+# node-llama-cpp installed as an npm project (setup-deps step 4), for the
+# application test (tests/app). Optional: that test is skipped without it.
+if(STANDIN_NODE_APP_DIR AND NOT EXISTS "${STANDIN_NODE_APP_DIR}/node_modules/node-llama-cpp/package.json")
+    message(STATUS "standin: no node-llama-cpp in ${STANDIN_NODE_APP_DIR}: application test skipped")
+    unset(STANDIN_NODE_APP_DIR)
+endif()
+
 # libggml: the backend registry and loader (ggml_backend_load, dev_by_name, ...).
 # Tools link it; the plugin must not (it links ggml-base only).
 find_library(STANDIN_GGML_LIB NAMES ggml PATHS "${STANDIN_LLAMA_BIN_DIR}" NO_DEFAULT_PATH REQUIRED)

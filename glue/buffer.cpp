@@ -29,6 +29,7 @@ void buffer_free(ggml_backend_buffer_t buffer) {
         ctx->dev->rt->free_host(ctx->base);
     } else {
         ctx->dev->rt->free(ctx->base);
+        --ctx->dev->own_buffers;
     }
     if (!ctx->dev->config->fault_at("leak")) {  // GGML_STANDIN_FAULT=leak: the audit must see it
         rt::Ownership::instance().remove(buffer);
@@ -221,6 +222,9 @@ ggml_backend_buffer_t make_buffer(ggml_backend_buffer_type_t buft, DeviceContext
         return nullptr;
     }
     rt::Ownership::instance().add(buffer, rt::ObjKind::buffer);
+    if (!host) {
+        ++dev.own_buffers;  // counted out in buffer_free
+    }
     return buffer;
 }
 

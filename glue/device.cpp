@@ -65,14 +65,10 @@ ggml_backend_buffer_type_t dev_get_buffer_type(ggml_backend_dev_t dev) { return 
 
 ggml_backend_buffer_type_t dev_get_host_buffer_type(ggml_backend_dev_t dev) { return &device_ctx(dev).host_buft; }
 
-// Placement is the scheduler's business (it copies sources into a buffer type
-// this device supports_buft), so this answers for the op alone (but see Note
-// [declining inside a tensor split]).
-bool dev_supports_op(ggml_backend_dev_t dev, const ggml_tensor * op) {
-    DeviceContext & ctx = device_ctx(dev);
-    if (kernels::supports(ctx.rt->kind(), op) && !ctx.config->declines(ggml_op_desc(op))) {
-        return true;
-    }
+// What to answer for an op the table does not give this device (or that
+// GGML_STANDIN_FAULT=decline:OP takes away): no, unless the no would abort
+// ggml's tensor split (Note [declining inside a tensor split]).
+bool supports_declined(DeviceContext & ctx, const ggml_tensor * op) {
     if (!meta_split::decline_would_abort(op)) {
         return false;
     }
@@ -86,6 +82,48 @@ bool dev_supports_op(ggml_backend_dev_t dev, const ggml_tensor * op) {
         SI_LOG_ERROR("%s: cannot run %s (%s '%s'), and declining it would abort ggml's tensor split (its data is "
                      "split across the devices); accepted, so computing the graph fails instead",
                      ctx.name.c_str(), ggml_op_desc(op), ggml_type_name(op->type), op->name);
+    }
+    return true;
+}
+
+// Note [host device placement]
+// llama.cpp puts the host buffer type of the first offload device ahead of
+// ggml-cpu's own buffer types (its repacking "extra" one included) when it
+// places the weights of the layers left on the CPU and the token embeddings,
+// and it asks that device's supports_op, with the weight in a placeholder
+// buffer of that type, whether it can use them there. For a GPU that is the
+// point: the prompt's large batches go to the GPU with a fast upload. A host
+// device computes on the same cores as ggml-cpu, so it takes only what makes
+// it the sole backend of a fully offloaded model:
+//  - GET_ROWS of a table in its host buffer type (the token embeddings, which
+//    llama keeps with the CPU layers): the lookup of each token runs here and
+//    not in a one-op ggml-cpu graph whose workers would then spin on the cores
+//    this device computes on. It runs here only while the device holds buffers
+//    of its own (it computes layers of a model); otherwise ggml-cpu reads the
+//    table from host memory as it would without standin.
+//  - nothing else whose weight is in that buffer type, so the CPU layers'
+//    weights go to ggml-cpu's own buffer types (repacked) and their ops stay
+//    there.
+// offload_op completes it: a host device never asks for host-resident weights.
+// With nothing offloaded to standin's devices an application then runs as it
+// does without them: the same weights layout, one graph split.
+bool dev_supports_op(ggml_backend_dev_t dev, const ggml_tensor * op) {
+    DeviceContext & ctx = device_ctx(dev);
+    if (!kernels::supports(ctx.rt->kind(), op) || ctx.config->declines(ggml_op_desc(op))) {
+        return supports_declined(ctx, op);
+    }
+    if (ctx.rt->kind() != rt::Kind::host) {
+        return true;  // a GPU: placement is the scheduler's business (it copies into a buffer type we support)
+    }
+    for (const ggml_tensor * s : op->src) {
+        const ggml_tensor * base = s != nullptr && s->view_src != nullptr ? s->view_src : s;
+        const ggml_backend_buffer * b = base != nullptr ? base->buffer : nullptr;
+        // A weight, or ggml's size-0 placeholder of a weight being placed.
+        if (b == nullptr || b->buft != &ctx.host_buft ||
+            (b->usage != GGML_BACKEND_BUFFER_USAGE_WEIGHTS && b->size != 0)) {
+            continue;
+        }
+        return op->op == GGML_OP_GET_ROWS && (b->size == 0 || ctx.own_buffers.load() > 0);
     }
     return true;
 }
@@ -113,7 +151,8 @@ int64_t op_batch_size(const ggml_tensor * op) {
 }
 
 bool dev_offload_op(ggml_backend_dev_t dev, const ggml_tensor * op) {
-    return op_batch_size(op) >= device_ctx(dev).config->offload_min_batch;
+    DeviceContext & ctx = device_ctx(dev);
+    return offload_pays(ctx.rt->kind(), op, ctx.config->offload_min_batch);
 }
 
 ggml_backend_event_t dev_event_new(ggml_backend_dev_t dev) { return make_event(device_ctx(dev)); }
@@ -141,6 +180,17 @@ const ggml_backend_device_i device_iface = {
 };
 
 } // namespace
+
+// The scheduler asks this for an op whose weights are in host memory that the
+// CPU backend computes from (layers left on the CPU). A GPU takes the op from
+// GGML_OP_OFFLOAD_MIN_BATCH rows on, where the copy of the weights pays for
+// itself. A host device computes on the same cores as the CPU backend the
+// weights already sit in, with kernels no faster than ggml-cpu's repacked
+// ones, so for it the copy never pays and it never asks (Note [host device
+// placement]).
+bool offload_pays(rt::Kind kind, const ggml_tensor * op, int min_batch) {
+    return kind != rt::Kind::host && op_batch_size(op) >= min_batch;
+}
 
 void init_device(DeviceContext & ctx, ggml_backend_reg_t reg) {
     ctx.device = ggml_backend_device{device_iface, reg, &ctx};

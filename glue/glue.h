@@ -8,6 +8,7 @@
 // the slot name instead of a silent mis-cast.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <shared_mutex>
@@ -32,6 +33,9 @@ struct DeviceContext {
     // Host devices: held shared by every graph compute, exclusively while
     // weights are packed in place (pack_graph_weights, buffer.cpp).
     std::shared_mutex          weights_mu;
+    // Live buffers of `buft` (device memory): whether the device computes part
+    // of a model (Note [host device placement], device.cpp).
+    std::atomic<int>           own_buffers{0};
 };
 
 struct BufferTypeContext {
@@ -64,6 +68,10 @@ struct BackendContext {
     const ggml_cgraph * recorded_graph = nullptr;
     uint64_t            recorded_uid   = 0;
     long                uid_replays    = 0;
+    // The last graph (and uid) whose kernel nodes were counted for the audit.
+    const ggml_cgraph * counted_graph  = nullptr;
+    uint64_t            counted_uid    = 0;
+    size_t              counted_nodes  = 0;
 };
 
 struct EventContext {
@@ -98,6 +106,10 @@ void free_event(ggml_backend_event_t event);
 
 // Whether a buffer type is one of standin's (any device).
 bool is_standin_buft(ggml_backend_buffer_type_t buft);
+
+// Whether a device of `kind` asks the scheduler for an op whose weights are in
+// host memory (offload_op; glue/device.cpp says when).
+bool offload_pays(rt::Kind kind, const ggml_tensor * op, int min_batch);
 
 // The guid shared by every standin backend.
 ggml_guid_t backend_guid();

@@ -100,6 +100,16 @@ const ggml_backend_reg_i reg_iface = {
     /* .get_proc_address = */ reg_get_proc_address,
 };
 
+// The names of a registry's devices, comma-separated, for the mode line.
+std::string device_names(ggml_backend_reg_t reg) {
+    std::string names;
+    for (size_t i = 0; i < reg->iface.get_device_count(reg); ++i) {
+        ggml_backend_dev_t d = reg->iface.get_device(reg, i);
+        names += (i == 0 ? "" : ",") + std::string(d->iface.get_name(d));
+    }
+    return names.empty() ? "none" : names;
+}
+
 std::string device_name(const rt::Device & d) {
     switch (d.kind()) {
         case rt::Kind::host: return "STANDIN_HOST" + std::to_string(d.ordinal());
@@ -153,15 +163,41 @@ ggml_backend_reg * build_registry() {
         if (cfg.host_devices > 0) {
             choose_host_isa(cfg);
         }
-        SI_LOG_INFO("%zu device(s)%s", ctx->devices.size(), rt::cuda_compiled() ? "" : " (built without CUDA)");
+        interpose::audit::set_mode("standalone");
+        // Note [mode line]
+        SI_LOG_INFO("standin standalone mode: %zu device(s) %s%s", ctx->devices.size(), device_names(&reg).c_str(),
+                    rt::cuda_compiled() ? "" : " (built without CUDA)");
     }
     return &reg;
 }
 
 
+// Note [mode line]
+// Whatever way standin was brought in, it says in one INFO line (through the
+// host's log callback) which mode took effect, over what, with which devices:
+//   standin standalone mode: 1 device(s) STANDIN_HOST0
+//   standin path mode: interposing /x/libggml-cpu.so (GGML_STANDIN_REAL): 1 device(s) STANDIN_CPU; local ops: none
+//   standin replace mode: interposing /x/libggml-cpu-haswell.so (...): 1 device(s) CPU; local ops: none
+//   standin preload mode: interposing /x/libggml-cpu.so (preloaded over ggml_backend_cpu_reg): ...
+// A fallback adds a warning before the standalone line, saying why; a preload
+// that cannot apply (an application loading its backends as modules) warns
+// instead (interpose/preload.cpp).
+
+// How the caller reached the real library: which mode line, which names.
+enum class Route { path, replace, preload };
+
+const char * route_name(Route r) {
+    switch (r) {
+        case Route::path:    return "path";
+        case Route::replace: return "replace";
+        case Route::preload: return "preload";
+    }
+    return "?";
+}
+
 // The tail shared by every interposed mode: a real library is loaded (or, in
 // preload mode, adopted), now wrap it.
-ggml_backend_reg * interposed_registry(const interpose::RealLibrary & lib, const std::string & why) {
+ggml_backend_reg * interposed_registry(const interpose::RealLibrary & lib, Route route, const std::string & why) {
     const diag::Config & cfg = diag::config();
     std::string warnings;
     interpose::set_local_ops(interpose::parse_local_ops(cfg.local_ops, warnings));
@@ -169,12 +205,15 @@ ggml_backend_reg * interposed_registry(const interpose::RealLibrary & lib, const
         SI_LOG_WARN("GGML_STANDIN_LOCAL_OPS: %s", warnings.c_str());
     }
     interpose::audit::set_mode(lib.mode);
-    ggml_backend_reg * reg = interpose::make_registry(lib);
+    // Note [interposed names] (interpose/objects.cpp).
+    ggml_backend_reg * reg = interpose::make_registry(
+        lib, route == Route::replace ? interpose::Names::real : interpose::Names::prefixed);
     if (cfg.crash_handler) {
         diag::install_crash_handler("interposed");
     }
-    SI_LOG_INFO("interposing %s (%s, mode %s): %zu device(s), local ops: %s", lib.path.c_str(), why.c_str(), lib.mode,
-                reg->iface.get_device_count(reg), cfg.local_ops.c_str());
+    SI_LOG_INFO("standin %s mode: interposing %s (%s): %zu device(s) %s; local ops: %s", route_name(route),
+                lib.path.c_str(), why.c_str(), reg->iface.get_device_count(reg), device_names(reg).c_str(),
+                cfg.local_ops.c_str());
     return reg;
 }
 
@@ -216,7 +255,7 @@ ggml_backend_reg * choose_registry(const PreloadRequest & preload) {
             SI_LOG_WARN("cannot interpose (%s); falling back to standalone", fallback_reason().c_str());
             return build_registry();
         }
-        return interposed_registry(lib, std::string("preloaded over ") + preload.symbol);
+        return interposed_registry(lib, Route::preload, std::string("preloaded over ") + preload.symbol);
     }
     std::string why;
     const std::string path = interpose::locate_real_library(cfg.real, why);
@@ -230,7 +269,9 @@ ggml_backend_reg * choose_registry(const PreloadRequest & preload) {
         SI_LOG_WARN("cannot interpose (%s); falling back to standalone", fallback_reason().c_str());
         return build_registry();
     }
-    return interposed_registry(lib, why);
+    // locate_real_library answers GGML_STANDIN_REAL first; any other path is
+    // the replace-mode discovery beside this module.
+    return interposed_registry(lib, cfg.real.empty() ? Route::replace : Route::path, why);
 }
 
 // One registry per process, whichever entry point asks first: ggml_backend_init

@@ -205,7 +205,8 @@ std::string locate_real_library(const std::string & configured, std::string & wh
         why = "replace mode for '" + name + "' but no libggml-" + name + "[-*].so beside " + self_path();
         return {};
     }
-    why = "replace mode (" + name + ", score " + std::to_string(c.score) + ")";
+    why = "best-scoring libggml-" + name + " beside " + fs::path(self_path()).filename().string() + ", score " +
+          std::to_string(c.score);
     return c.path.string();
 }
 

@@ -1,5 +1,6 @@
 // Outer objects: creation, lookup, the custom slots, and the vtables built from
 // the lists in forward.h (Note [outer and inner]).
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 
@@ -10,6 +11,7 @@
 #pragma GCC diagnostic pop
 
 #include "diag/check.h"
+#include "diag/config.h"
 #include "diag/log.h"
 #include "interpose/audit.h"
 #include "interpose/forward.h"
@@ -26,6 +28,29 @@ using rt::Ownership;
 namespace {
 
 OuterReg * g_reg = nullptr;  // set once by make_registry, under its call_once
+
+// Note [interposed names]
+// Names follow placement. In path mode standin's devices come beside those of
+// the real library (ggml may load that library itself as well), so every name
+// the caller sees is prefixed: registry STANDIN, devices, buffer types and
+// backends STANDIN_<real name> (STANDIN_CPU, STANDIN_CPU_REPACK, STANDIN_CUDA0).
+// In replace mode standin is what ggml's loader picked for that backend, in
+// the real library's place, and nothing else answers to its names; programs
+// find devices by those names (node-llama-cpp accepts a CPU-only binary only
+// when a device is named exactly CPU; llama.cpp's -dev and -ot options take
+// device and buffer-type names), so the caller sees the real library's own
+// names, registry included, as it would without standin. Preload mode keeps
+// the prefix, its one sign in a tool's device list that the linked
+// application's registration call reached standin; a linked application that
+// looks devices up by name would want the real names there too. In every mode
+// the description reads "standin over <real description>", and the registry
+// answers ggml_backend_standin_audit and the STANDIN feature, so a program
+// can tell.
+Names g_names = Names::prefixed;  // set by make_registry before it builds anything
+
+std::string outer_name(const char * real) {
+    return g_names == Names::real ? std::string(real) : std::string("STANDIN_") + real;
+}
 
 // inner -> outer, for objects that are shared rather than created per call.
 std::unordered_map<const void *, ggml_backend_dev_t> &         dev_map() { static auto * m = new std::unordered_map<const void *, ggml_backend_dev_t>; return *m; }
@@ -252,7 +277,7 @@ ggml_backend_event_t  wrap_result(ggml_backend_event_t e) { return e ? make_oute
 
 namespace {
 
-const char * custom_reg_get_name(ggml_backend_reg_t) { return "STANDIN"; }
+const char * custom_reg_get_name(ggml_backend_reg_t r) { return outer_reg(r).name.c_str(); }
 size_t custom_reg_get_device_count(ggml_backend_reg_t r) { return outer_reg(r).devices.size(); }
 ggml_backend_dev_t custom_reg_get_device(ggml_backend_reg_t r, size_t i) {
     OuterReg & o = outer_reg(r);
@@ -357,8 +382,18 @@ ggml_status custom_backend_graph_plan_compute(ggml_backend_t b, ggml_backend_gra
     scope.collect(plan->graph);
     return in->iface.graph_plan_compute(in, plan->inner);
 }
+// GGML_STANDIN_DEBUG: one line per computed graph, as standalone mode logs.
 ggml_status custom_backend_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
-    return route_graph(outer_backend(b), g);
+    static const bool debug = diag::config().debug;
+    if (!debug) {
+        return route_graph(outer_backend(b), g);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const ggml_status st = route_graph(outer_backend(b), g);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    SI_LOG_INFO("%s: %d nodes computed in %.3f ms (%s)", outer_backend(b).name.c_str(), ggml_graph_n_nodes(g), ms,
+                 st == GGML_STATUS_SUCCESS ? "ok" : "failed");
+    return st;
 }
 
 // --- vtables from the slot lists ------------------------------------------------------
@@ -437,7 +472,7 @@ ggml_backend_buffer_type_t make_outer_buft(ggml_backend_buffer_type_t inner, ggm
     }
     auto * ctx = new OuterBuft;
     ctx->inner = inner;
-    ctx->name  = std::string("STANDIN_") + inner->iface.get_name(inner);
+    ctx->name  = outer_name(inner->iface.get_name(inner));
     ggml_backend_dev_t dev = nullptr;
     if (inner->device != nullptr) {
         auto d = dev_map().find(inner->device);
@@ -467,7 +502,7 @@ ggml_backend_t make_outer_backend(ggml_backend_t inner) {
     auto * ctx = new OuterBackend;
     ctx->inner = inner;
     ctx->dev   = &outer_dev(dev);
-    ctx->name  = std::string("STANDIN_") + inner->iface.get_name(inner);
+    ctx->name  = outer_name(inner->iface.get_name(inner));
     auto * out = new ggml_backend{interposed_guid(), make_iface(inner->iface), dev, ctx};
     Ownership::instance().add(out, ObjKind::backend, Owner::ours, inner);
     return out;
@@ -479,10 +514,12 @@ ggml_backend_event_t make_outer_event(ggml_backend_event_t inner) {
     return out;
 }
 
-ggml_backend_reg * make_registry(RealLibrary lib) {
+ggml_backend_reg * make_registry(RealLibrary lib, Names names) {
+    g_names    = names;
     auto * o   = new OuterReg;
     o->inner   = lib.reg;
     o->lib     = lib;
+    o->name    = names == Names::real ? std::string(lib.reg->iface.get_name(lib.reg)) : std::string("STANDIN");
     o->reg     = ggml_backend_reg{GGML_BACKEND_API_VERSION, make_iface(lib.reg->iface), o};
     Ownership::instance().add(&o->reg, ObjKind::reg, Owner::ours, lib.reg, true);
     const size_t n = lib.reg->iface.get_device_count(lib.reg);
@@ -490,7 +527,7 @@ ggml_backend_reg * make_registry(RealLibrary lib) {
         ggml_backend_dev_t inner = lib.reg->iface.get_device(lib.reg, i);
         auto * d = new OuterDev;
         d->inner       = inner;
-        d->name        = std::string("STANDIN_") + inner->iface.get_name(inner);
+        d->name        = outer_name(inner->iface.get_name(inner));
         d->description = std::string("standin over ") + inner->iface.get_description(inner);
         d->dev         = ggml_backend_device{make_iface(inner->iface), &o->reg, d};
         d->local_kind  = local_kind_for(inner);

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "diag/config.h"
 #include "diag/log.h"
+#include "interpose/audit.h"
+#include "interpose/wrap.h"
 
 namespace standin::interpose::preload {
 
@@ -40,6 +43,25 @@ void warn_passed_through(const char * symbol, const char * owner) {
             SI_LOG_WARN("standin's registry in this process is not a preload one (GGML_STANDIN_MODE=standalone, or "
                         "loaded through ggml_backend_init first); %s is passed through unchanged", symbol);
         }
+    }
+}
+
+// Note [mode line] (glue/reg.cpp): preloaded into an application that loads
+// its backends as modules, standin has nothing to stand in for. It says so
+// once, and an audit asked for still reports at exit (mode=none, unless a
+// registry is built later, through GGML_BACKEND_PATH, and names its own mode).
+void note_module_application(const char * symbol) {
+    static std::atomic<bool> said{false};
+    if (said.exchange(true)) {
+        return;
+    }
+    SI_LOG_WARN("standin is preloaded, but this application loads its backends as modules (%s was called from a "
+                "module's ggml_backend_init): preload mode does not apply here; path and replace mode do", symbol);
+    if (diag::config().audit) {
+        if (current_registry() == nullptr) {
+            audit::set_mode("none");
+        }
+        audit::enable_at_exit();
     }
 }
 
@@ -126,6 +148,7 @@ ggml_backend_reg * entry(const char * symbol, RegFn self, const void * return_ad
             // `jmp ggml_backend_<name>_reg@plt`, so the return address is
             // ggml's loader). That module's own definition is the answer.
             if (void * local = only_local_definition(symbol)) {
+                note_module_application(symbol);
                 return reinterpret_cast<RegFn>(local)();
             }
             SI_LOG_ERROR("%s called, but no library defines it but standin (or several do)", symbol);

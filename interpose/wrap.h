@@ -28,13 +28,14 @@ struct OuterReg {
     ggml_backend_reg                  reg{};
     ggml_backend_reg *                inner = nullptr;
     RealLibrary                       lib;
+    std::string                       name;  // STANDIN, or the real one (Note [interposed names])
     std::vector<ggml_backend_device *> devices;  // outer devices, in the real order
 };
 
 struct OuterDev {
     ggml_backend_device  dev{};
     ggml_backend_device * inner = nullptr;
-    std::string          name;         // STANDIN_<real name>
+    std::string          name;         // STANDIN_<real name>, or the real one (Note [interposed names])
     std::string          description;  // "standin over <real description>"
     std::string          device_id;    // our copy of the real props.device_id
     int                  local_kind = -1;  // rt::Kind of our kernels for local dispatch, -1 = none
@@ -135,9 +136,15 @@ private:
     std::vector<std::pair<ggml_backend_buffer *, ggml_backend_buffer_type *>> saved_bufts_;
 };
 
+// What the caller's names are (Note [interposed names], objects.cpp).
+enum class Names {
+    prefixed,  // STANDIN, STANDIN_CPU, ...: standin's devices beside the real ones (path, preload mode)
+    real,      // the real library's own: standin in its place (replace mode)
+};
+
 // Builds the interposed registry over a loaded real library (never fails: a
 // real library with zero devices gives a registry with zero devices).
-ggml_backend_reg * make_registry(RealLibrary lib);
+ggml_backend_reg * make_registry(RealLibrary lib, Names names = Names::prefixed);
 
 // The process-wide lock under which tensors are swapped.
 std::recursive_mutex & swap_lock();

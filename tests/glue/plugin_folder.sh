@@ -20,6 +20,7 @@ case $mode in
         # Hard links where the file system allows (the folder is 30 MB).
         cp -l "$prebuilt"/*.so "$work/" 2>/dev/null || cp "$prebuilt"/*.so "$work/"
         cp "$plugin" "$work/libggml-cpu-standin.so"
-        exec "$host" scan "$work/$(basename "$libggml")" "$work" "${SCAN_DEVICE:-STANDIN_CPU}" ;;
+        # Replace mode: the device keeps the real library's name.
+        exec "$host" scan "$work/$(basename "$libggml")" "$work" "${SCAN_DEVICE:-CPU}" ;;
     *) echo "usage: plugin_folder.sh foreign|scan HOST PREBUILT PLUGIN WORK" >&2; exit 2 ;;
 esac

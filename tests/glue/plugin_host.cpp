@@ -13,8 +13,9 @@
 //                            ggml-base, the one beside LIBGGML
 //   scan LIBGGML DIR DEVICE  ggml_backend_load_all_from_path(DIR), ggml's
 //                            scoring loader (it opens and closes every
-//                            candidate): DEVICE is listed once, a graph runs
-//                            on it, one ggml-base is mapped
+//                            candidate): DEVICE is listed once and is
+//                            standin's, a graph runs on it, one ggml-base is
+//                            mapped
 //
 // Prints "plugin_host: ok" and exits 0 on success; a line saying what failed
 // and exit 1 otherwise.
@@ -48,6 +49,8 @@ struct Ggml {
     SI_FN(ggml_backend_reg_dev_count)
     SI_FN(ggml_backend_reg_dev_get)
     SI_FN(ggml_backend_dev_name)
+    SI_FN(ggml_backend_dev_backend_reg)
+    SI_FN(ggml_backend_reg_get_proc_address)
     SI_FN(ggml_backend_dev_init)
     SI_FN(ggml_backend_free)
     SI_FN(ggml_init)
@@ -82,6 +85,10 @@ struct Ggml {
         SI_FN(ggml_backend_reg_dev_count)
         SI_FN(ggml_backend_reg_dev_get)
         SI_FN(ggml_backend_dev_name)
+        SI_FN(ggml_backend_dev_backend_reg)
+        SI_FN(ggml_backend_reg_get_proc_address)
+    SI_FN(ggml_backend_dev_backend_reg)
+    SI_FN(ggml_backend_reg_get_proc_address)
         SI_FN(ggml_backend_dev_init)
         SI_FN(ggml_backend_free)
         SI_FN(ggml_init)
@@ -223,6 +230,12 @@ int cmd_scan(const Ggml & g, const char * libggml, const char * dir, const char 
         }
     }
     if (seen != 1) return fail(std::string(device) + " listed " + std::to_string(seen) + " times");
+    // In replace mode the device has the real library's name (Note
+    // [interposed names]): its registry must still be standin's.
+    if (g.ggml_backend_reg_get_proc_address(g.ggml_backend_dev_backend_reg(found), "ggml_backend_standin_audit") ==
+        nullptr) {
+        return fail(std::string(device) + " is not standin's (its registry has no ggml_backend_standin_audit)");
+    }
     const std::string err = g.add_graph(found);
     if (!err.empty()) return fail(err);
     const std::string base = one_base_in(folder_of(libggml));

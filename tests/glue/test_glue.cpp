@@ -9,6 +9,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "glue/glue.h"
+#include "interpose/audit.h"
 #include "kernels/op_table.h"
 #include "runtime/ownership.h"
 
@@ -101,7 +102,11 @@ TEST(Glue, GraphComputeMatchesHandComputedValues) {
     for (int i = 0; i < 12; ++i) av[i] = float(i);
     ggml_backend_tensor_set(a, av, 0, sizeof(av));
     ggml_backend_tensor_set(b, bv, 0, sizeof(bv));
+    const size_t local_before = interpose::audit::report().local_nodes;
     ASSERT_EQ(ggml_backend_graph_compute(backend, gf), GGML_STATUS_SUCCESS);
+    // The audit counts what ran on standin's kernels in standalone mode too:
+    // every node of the graph but the transpose view.
+    EXPECT_EQ(interpose::audit::report().local_nodes - local_before, size_t(ggml_graph_n_nodes(gf) - 1));
     float ov[12];
     ggml_backend_tensor_get(out, ov, 0, sizeof(ov));
     // out is [3, 4]: out[c][r] = ((a[r][c] + b[c]) * b[c]) / 2, exactly representable in f16.
@@ -137,17 +142,63 @@ TEST(Glue, UnsupportedOpIsRefusedNotMiscomputed) {
     ggml_free(ctx);
 }
 
-TEST(Glue, OffloadFollowsMinBatch) {
-    ggml_backend_dev_t dev = host0();
+TEST(Glue, OffloadFollowsMinBatchOnGpusOnly) {
     ggml_init_params params = {8 * ggml_tensor_overhead(), nullptr, true};
     ggml_context * ctx = ggml_init(params);
     ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 16, 16);
     ggml_tensor * small = ggml_mul_mat(ctx, w, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 16, 8));
     ggml_tensor * big = ggml_mul_mat(ctx, w, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 16, 512));
-    EXPECT_FALSE(ggml_backend_dev_offload_op(dev, small));  // default threshold 32
-    EXPECT_TRUE(ggml_backend_dev_offload_op(dev, big));
     ggml_tensor * rows = ggml_get_rows(ctx, w, ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 512));
-    EXPECT_FALSE(ggml_backend_dev_offload_op(dev, rows));
+    EXPECT_FALSE(glue::offload_pays(rt::Kind::cuda, small, 32));
+    EXPECT_TRUE(glue::offload_pays(rt::Kind::cuda, big, 32));
+    EXPECT_FALSE(glue::offload_pays(rt::Kind::cuda, big, 1024));
+    EXPECT_FALSE(glue::offload_pays(rt::Kind::cuda, rows, 32));  // a gather never moves its table
+    // A host device computes on the CPU backend's own cores: it never asks.
+    EXPECT_FALSE(glue::offload_pays(rt::Kind::host, big, 32));
+    EXPECT_FALSE(ggml_backend_dev_offload_op(host0(), big));
+    ggml_free(ctx);
+}
+
+// Note [host device placement]: llama.cpp asks with the weight in a size-0
+// placeholder of the buffer type it considers; the scheduler asks with the
+// real buffers.
+TEST(Glue, HostDeviceTakesOnlyTheTokenLookupFromItsHostBuffers) {
+    ggml_backend_dev_t dev = host0();
+    ggml_backend_buffer_type_t hbuft = ggml_backend_dev_host_buffer_type(dev);
+    ggml_init_params params = {16 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(params);
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 16);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 2);
+    ggml_tensor * mm = ggml_mul_mat(ctx, w, x);
+    ggml_tensor * rows = ggml_get_rows(ctx, w, ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 2));
+    ASSERT_TRUE(kernels::supports(rt::Kind::host, mm));
+    ASSERT_TRUE(kernels::supports(rt::Kind::host, rows));
+
+    // Placement: the lookup table may live in the host buffer type, a product's weight may not.
+    w->buffer = ggml_backend_buft_alloc_buffer(hbuft, 0);
+    EXPECT_TRUE(ggml_backend_dev_supports_op(dev, rows));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, mm));
+    ggml_backend_buffer_free(w->buffer);
+
+    // Scheduling: a table there is looked up here only while the device holds
+    // buffers of its own (it computes layers); a product from it never runs here.
+    ggml_backend_buffer_t table = ggml_backend_buft_alloc_buffer(hbuft, ggml_nbytes(w));
+    ASSERT_NE(table, nullptr);
+    ggml_backend_buffer_set_usage(table, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    w->buffer = table;
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, rows));
+    ggml_backend_buffer_t layer = ggml_backend_buft_alloc_buffer(ggml_backend_dev_buffer_type(dev), 4096);
+    ASSERT_NE(layer, nullptr);
+    EXPECT_TRUE(ggml_backend_dev_supports_op(dev, rows));
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, mm));
+    ggml_backend_buffer_free(layer);
+    EXPECT_FALSE(ggml_backend_dev_supports_op(dev, rows));
+
+    // Activations in that buffer type (ggml-cpu's compute buffer) are no weights.
+    ggml_backend_buffer_set_usage(table, GGML_BACKEND_BUFFER_USAGE_COMPUTE);
+    EXPECT_TRUE(ggml_backend_dev_supports_op(dev, mm));
+    w->buffer = nullptr;
+    ggml_backend_buffer_free(table);
     ggml_free(ctx);
 }
 

@@ -12,9 +12,9 @@
 #             where ops are local.
 #   replace : standin installed as libggml-cpu-standin.so beside the real
 #             libggml-cpu-*.so variants: ggml loads it instead of the real
-#             library (once), standin loads the best variant, and
-#             llama-completion generates the same text as with the real
-#             library alone.
+#             library (once, under the real name CPU), standin loads the best
+#             variant, and llama-completion generates the same text as with
+#             the real library alone.
 # One ggml-base: the folder holds npm's libggml-base.so, and libggml-base.so.0
 # (the soname the pinned tools ask for) links to it; LD_LIBRARY_PATH on the
 # folder sends the tools there too, so every library in the process shares
@@ -81,10 +81,16 @@ elif [[ $mode == replace ]]; then
     echo "replace mode: exit $rc"
     grep -E '^standin audit' "$work/standin.log"
     [[ $rc == 0 ]] || fail=1
-    # ggml's loader, from the same folder: standin's device only, once, and no plain CPU device.
-    devices=$(GGML_BACKEND_PATH= "$app/test-backend-ops" support -o NONE 2>&1 | grep -E '^Backend [0-9]+/[0-9]+: ' | sed -E 's/^Backend [0-9]+\/[0-9]+: //')
+    # ggml's loader, from the same folder: one CPU device, under the real name
+    # (Note [interposed names]), from standin, which says it took effect.
+    GGML_BACKEND_PATH= "$app/test-backend-ops" support -o NONE >"$work/devices.log" 2>&1
+    devices=$(grep -E '^Backend [0-9]+/[0-9]+: ' "$work/devices.log" | sed -E 's/^Backend [0-9]+\/[0-9]+: //')
     echo "devices ggml loads from that folder: $(echo $devices)"
-    [[ "$(echo $devices)" == "STANDIN_CPU" ]] || { echo "  expected exactly STANDIN_CPU"; fail=1; }
+    [[ "$(echo $devices)" == "CPU" ]] || { echo "  expected exactly CPU"; fail=1; }
+    grep -E 'loaded CPU backend from .*/libggml-cpu-standin\.so' "$work/devices.log" ||
+        { echo "  ggml did not load the CPU backend from standin"; fail=1; }
+    grep -E 'standin replace mode: .*: 1 device\(s\) CPU;' "$work/devices.log" ||
+        { echo "  no line saying replace mode took effect"; fail=1; }
     grep -q 'leaks=0; real pointers to caller=0 (clean)' "$work/standin.log" || { echo "  audit not clean"; fail=1; }
     grep -qE '^standin audit.*ggml-base copies=1$' "$work/standin.log" || { echo "  not exactly one ggml-base"; fail=1; }
     if ! cmp -s "$work/real.txt" "$work/standin.txt"; then

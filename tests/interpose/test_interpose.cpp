@@ -191,4 +191,33 @@ TEST(InterposeCpu, SwapPlanReplaysOnlyAnUnchangedGraph) {
     ggml_backend_buffer_free(buf);
     ggml_backend_free(backend);
 }
+// Note [interposed names]: in replace mode the caller sees the real library's
+// names (registry, device, backend), and can still tell standin is there.
+// Buffer types are wrapped once per process and keep the names they were
+// first given, so the CI application test checks theirs (tests/app).
+TEST(InterposeCpu, ReplaceModeShowsTheRealNames) {
+    const std::string lib = std::string(STANDIN_PREBUILT_CPU_DIR) + "/bins/linux-x64/libggml-cpu-x64.so";
+    if (!std::filesystem::exists(lib)) GTEST_SKIP() << "no prebuilt CPU library at " << lib;
+    interpose::RealLibrary real = interpose::load_real_library(lib);
+    ASSERT_TRUE(real.ok()) << real.detail;
+    ggml_backend_reg_t reg = interpose::make_registry(real, interpose::Names::real);
+    ASSERT_NE(reg, real.reg);
+    EXPECT_STREQ(ggml_backend_reg_name(reg), ggml_backend_reg_name(real.reg));
+    EXPECT_STREQ(ggml_backend_reg_name(reg), "CPU");
+    ASSERT_EQ(ggml_backend_reg_dev_count(reg), 1u);
+    ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
+    EXPECT_STREQ(ggml_backend_dev_name(dev), "CPU");
+    EXPECT_EQ(ggml_backend_dev_type(dev), GGML_BACKEND_DEVICE_TYPE_CPU);
+    ggml_backend_dev_props props;
+    ggml_backend_dev_get_props(dev, &props);
+    EXPECT_STREQ(props.name, "CPU");
+    EXPECT_EQ(std::string(props.description).rfind("standin over ", 0), 0u) << props.description;
+    EXPECT_TRUE(rt::Ownership::instance().is_ours(dev, rt::ObjKind::device));
+    EXPECT_NE(ggml_backend_reg_get_proc_address(reg, "ggml_backend_standin_audit"), nullptr);
+    ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr);
+    ASSERT_NE(backend, nullptr);
+    EXPECT_STREQ(ggml_backend_name(backend), "CPU");
+    EXPECT_TRUE(rt::Ownership::instance().is_ours(backend, rt::ObjKind::backend));
+    ggml_backend_free(backend);
+}
 #endif
