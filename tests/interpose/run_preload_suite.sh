@@ -53,6 +53,12 @@ if [[ $what == ops ]]; then
            "$(devices "${pre_env[@]}" GGML_STANDIN_MODE=standalone ./test-backend-ops)" "CPU"
     # (the pinned build as it is: its folder holds the CPU module ggml loads)
     expect "devices, DL application with standin preloaded" "$(devices env LD_PRELOAD="$plugin" "$bin/test-backend-ops")" "CPU"
+    # ... where standin says, once, that preload mode does not apply, and an
+    # audit asked for still reports.
+    env LD_PRELOAD="$plugin" GGML_STANDIN_AUDIT=1 "$bin/test-backend-ops" support -o NONE >"$work/dl-pre.log" 2>&1
+    expect "DL application preloaded: warnings" "$(grep -c 'preload mode does not apply here' "$work/dl-pre.log")" 1
+    expect "DL application preloaded: audit" "$(grep -oE '^standin audit: mode=[a-z]+' "$work/dl-pre.log")" \
+           "standin audit: mode=none"
 
     # Preloaded, with standin also in path mode over a second copy of the CPU
     # module: that copy's ggml_backend_init tail-calls its registration function
