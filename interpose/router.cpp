@@ -7,6 +7,7 @@
 #include "diag/crash.h"
 #include "diag/log.h"
 #include "interpose/audit.h"
+#include "interpose/staging.h"
 #include "kernels/op_table.h"
 #include "runtime/host/host_device.h"
 #include "runtime/runtime.h"
@@ -37,29 +38,43 @@ bool is_known_op_name(const std::string & n) {
     return false;
 }
 
-// Whether our kernels can read this tensor where it lives: host memory for the
-// host kind, the real device's own default buffer type for a GPU (never split
-// or repacked "extra" buffer types, whose layout is the real library's own).
-bool plain_memory(const ggml_tensor * t, rt::Kind kind, ggml_backend_dev_t inner_dev) {
-    if (t == nullptr) return true;
-    const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
-    if (base->buffer == nullptr || base->data == nullptr) return false;
-    ggml_backend_buffer_type_t buft = unwrap(base->buffer)->buft;
-    if (kind == rt::Kind::host) {
-        return buft->iface.is_host != nullptr && buft->iface.is_host(buft);
-    }
-    return buft == inner_dev->iface.get_buffer_type(inner_dev);
-}
-
-bool run_locally(const ggml_tensor * node, rt::Kind kind, ggml_backend_dev_t inner_dev) {
-    if ((node->flags & GGML_TENSOR_FLAG_COMPUTE) == 0 || !local_state().selects(node)) return false;
+// Whether standin's kernels of `kind` can run this node over the real
+// library's memory, and if so whether through staging (Note [staging]): host
+// kernels read host memory in place and the real device's default buffer
+// type through copies; CUDA kernels read the real CUDA device's default
+// buffer type in place. Split or repacked ("extra") buffer types keep a
+// layout of the real library's own and are never read.
+bool can_run_locally(const ggml_tensor * node, rt::Kind kind, ggml_backend_dev_t inner_dev, bool & staged,
+                     audit::Refusal & why, const char *& detail) {
     const kernels::OpRow * row = kernels::find_row(node);
-    if (row == nullptr || !row->local || !kernels::supports(kind, node)) return false;
-    if (!plain_memory(node, kind, inner_dev)) return false;
-    for (const ggml_tensor * s : node->src) {
-        if (!plain_memory(s, kind, inner_dev)) return false;
+    if (row == nullptr || !row->local) {
+        why = audit::Refusal::no_kernel, detail = "standin has no kernel for this op";
+        return false;
     }
-    return true;
+    if (!kernels::supports(kind, node)) {
+        why = audit::Refusal::unsupported, detail = "standin's kernel does not take these types or shapes";
+        return false;
+    }
+    staged = false;
+    auto reachable = [&](const ggml_tensor * t) {
+        if (t == nullptr) return true;
+        if (kind == rt::Kind::host) {
+            const Reach r = reach_of(t, inner_dev, &detail);
+            staged = staged || r == Reach::staged;
+            return r != Reach::none;
+        }
+        const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
+        if (base->buffer != nullptr && base->data != nullptr &&
+            unwrap(base->buffer)->buft == inner_dev->iface.get_buffer_type(inner_dev)) {
+            return true;
+        }
+        detail = "standin's CUDA kernels read only the real device's default buffer type";
+        return false;
+    };
+    bool ok = reachable(node);
+    for (const ggml_tensor * s : node->src) ok = ok && reachable(s);
+    if (!ok) why = audit::Refusal::memory;
+    return ok;
 }
 
 rt::Device * device_for(OuterDev & dev) {
@@ -90,7 +105,7 @@ rt::Stream * stream_for(OuterBackend & b) {
 }
 
 ggml_status forward_whole(OuterBackend & b, ggml_cgraph * g) {
-    audit::count_dispatch(0, 1);
+    audit::count_forwarded(size_t(ggml_graph_n_nodes(g)), 1);
     SwapScope scope;
     scope.collect(g, b.swap_plan);
     diag::crash_context_node("forwarded graph_compute (real library)", b.name.c_str(), "(graph)", -1);
@@ -116,6 +131,45 @@ ggml_status forward_range(OuterBackend & b, ggml_cgraph * g, int i0, int i1) {
     ggml_status st = forward_whole(b, sub);
     ggml_free(ctx);
     return st;
+}
+
+// What the router does with each node.
+enum class Place : uint8_t { forward, local, staged, noop };
+
+// Nodes [i0, i1), all local (or no-ops), on standin's kernels: the real
+// library's queued work finishes before ours reads its memory, and ours
+// before its next graph reads our results; staged runs copy in and out once
+// (Note [staging]).
+ggml_status run_local(OuterBackend & b, ggml_cgraph * g, const std::vector<Place> & place, int i0, int i1,
+                      rt::Kind kind, rt::Stream & stream) {
+    bool staged = false;
+    for (int i = i0; i < i1; ++i) staged = staged || place[size_t(i)] == Place::staged;
+    StagingStats stats;
+    std::unique_ptr<StagedRun> run;
+    if (staged) {
+        run = std::make_unique<StagedRun>(b, g, i0, i1);
+        if (!run->stage_in(stats)) return GGML_STATUS_ALLOC_FAILED;
+    } else if (b.inner->iface.synchronize != nullptr) {
+        b.inner->iface.synchronize(b.inner);
+    }
+    for (int i = i0; i < i1; ++i) {
+        ggml_tensor * node = ggml_graph_node(g, i);
+        if (place[size_t(i)] == Place::noop) continue;
+        diag::crash_context_node("interposed local dispatch", b.name.c_str(), ggml_op_desc(node), i);
+        const bool ok = kernels::run_node(kind, stream, staged ? run->node_to_run(i) : node);
+        diag::crash_context_clear();
+        if (!ok) {
+            SI_LOG_ERROR("%s: local kernel refused node %d (%s)", b.name.c_str(), i, ggml_op_desc(node));
+            return GGML_STATUS_FAILED;
+        }
+        audit::count_local(node, place[size_t(i)] == Place::staged);
+    }
+    stream.synchronize();
+    if (staged) {
+        run->stage_out(stats);
+        audit::count_staging(stats.runs, stats.bytes_in, stats.bytes_out);
+    }
+    return GGML_STATUS_SUCCESS;
 }
 
 } // namespace
@@ -151,12 +205,13 @@ const LocalOps & local_ops() { return local_state(); }
 
 int local_kind_for(ggml_backend_dev_t inner) {
     const enum ggml_backend_dev_type t = inner->iface.get_type(inner);
-    if (t == GGML_BACKEND_DEVICE_TYPE_CPU) return int(rt::Kind::host);
     const char * reg_name = inner->reg ? inner->reg->iface.get_name(inner->reg) : "";
     if (t == GGML_BACKEND_DEVICE_TYPE_GPU && std::strcmp(reg_name, "CUDA") == 0 && rt::cuda_compiled()) {
         return int(rt::Kind::cuda);
     }
-    return -1;
+    // Any other device: the host kernels, on its host memory in place and on
+    // its device memory through staging (Note [staging]).
+    return int(rt::Kind::host);
 }
 
 ggml_status route_graph(OuterBackend & b, ggml_cgraph * g) {
@@ -165,37 +220,59 @@ ggml_status route_graph(OuterBackend & b, ggml_cgraph * g) {
         return forward_whole(b, g);
     }
     const rt::Kind kind = rt::Kind(b.dev->local_kind);
-    rt::Stream * stream = nullptr;
-    int run_start = 0;
-    for (int i = 0; i <= n; ++i) {
-        const bool local = i < n && run_locally(ggml_graph_node(g, i), kind, b.dev->inner);
-        if (!local && i < n) continue;
-        // Nodes [run_start, i) go to the real library as one view.
-        if (i > run_start) {
-            ggml_status st = forward_range(b, g, run_start, i);
-            if (st != GGML_STATUS_SUCCESS) return st;
+    std::vector<Place> place(size_t(n), Place::forward);
+    std::vector<std::pair<audit::Refusal, const char *>> refusals(size_t(n), {audit::Refusal::count, nullptr});
+    bool any_local = false;
+    for (int i = 0; i < n; ++i) {
+        const ggml_tensor * node = ggml_graph_node(g, i);
+        if (is_noop_node(node)) {
+            place[size_t(i)] = Place::noop;
+        } else if (local_state().selects(node)) {
+            bool staged = false;
+            audit::Refusal why{};
+            const char * detail = "";
+            if (can_run_locally(node, kind, b.dev->inner, staged, why, detail)) {
+                place[size_t(i)] = staged ? Place::staged : Place::local;
+                any_local = true;
+            } else {
+                refusals[size_t(i)] = {why, detail};
+            }
         }
-        run_start = i + 1;
-        if (i == n) break;
-        if (stream == nullptr && (stream = stream_for(b)) == nullptr) {
-            SI_LOG_ERROR("%s: no standin device for local dispatch", b.name.c_str());
-            return GGML_STATUS_FAILED;
-        }
-        // The real library's queued work must finish before ours reads it, and
-        // ours before its next view reads our results.
-        if (b.inner->iface.synchronize) b.inner->iface.synchronize(b.inner);
-        ggml_tensor * node = ggml_graph_node(g, i);
-        diag::crash_context_node("interposed local dispatch", b.name.c_str(), ggml_op_desc(node), i);
-        const bool ok = kernels::run_node(kind, *stream, node);
-        diag::crash_context_clear();
-        if (!ok) {
-            SI_LOG_ERROR("%s: local kernel refused node %d (%s)", b.name.c_str(), i, ggml_op_desc(node));
-            return GGML_STATUS_FAILED;
-        }
-        stream->synchronize();
-        audit::count_dispatch(1, 0);
     }
-    return GGML_STATUS_SUCCESS;
+    rt::Stream * stream = any_local ? stream_for(b) : nullptr;
+    for (int i = 0; i < n; ++i) {
+        const ggml_tensor * node = ggml_graph_node(g, i);
+        if (refusals[size_t(i)].second != nullptr) {
+            audit::count_refused(refusals[size_t(i)].first, b.name.c_str(), node, refusals[size_t(i)].second);
+        } else if (any_local && stream == nullptr && (place[size_t(i)] == Place::local || place[size_t(i)] == Place::staged)) {
+            audit::count_refused(audit::Refusal::no_device, b.name.c_str(), node, "no standin device matches the real one");
+        }
+    }
+    if (!any_local || stream == nullptr) {
+        return forward_whole(b, g);
+    }
+    // A no-op node goes with the run before it (the first ones with the first run).
+    bool prev_local = false;
+    for (int i = 0; i < n; ++i) {
+        if (place[size_t(i)] != Place::noop) {
+            prev_local = place[size_t(i)] != Place::forward;
+            break;
+        }
+    }
+    std::vector<bool> local(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        if (place[size_t(i)] != Place::noop) prev_local = place[size_t(i)] != Place::forward;
+        local[size_t(i)] = prev_local;
+    }
+    ggml_status st = GGML_STATUS_SUCCESS;
+    for (int i0 = 0; i0 < n && st == GGML_STATUS_SUCCESS;) {
+        int i1 = i0;
+        while (i1 < n && local[size_t(i1)] == local[size_t(i0)]) ++i1;
+        st = local[size_t(i0)] ? run_local(b, g, place, i0, i1, kind, *stream) : forward_range(b, g, i0, i1);
+        i0 = i1;
+    }
+    end_graph_staging(b);
+    return st;
 }
 
 void set_local_threads(OuterBackend & b, int n) {
@@ -204,6 +281,7 @@ void set_local_threads(OuterBackend & b, int n) {
 }
 
 void release_local_stream(OuterBackend & b) {
+    release_staging(b);
     delete static_cast<rt::Stream *>(b.local_stream);
     b.local_stream = nullptr;
 }

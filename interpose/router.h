@@ -1,7 +1,11 @@
 // Local dispatch in interposed mode (GGML_STANDIN_LOCAL_OPS): the nodes of a
-// graph whose op is selected, claimed by standin's op table for the device's
-// kind and whose tensors live in plain memory run on standin's kernels; every
-// other maximal run of nodes goes to the real library as one graph view.
+// graph whose op is selected and claimed by standin's op table for the
+// device's kind run on standin's kernels, on the real library's memory in
+// place where they can address it (host memory; a real CUDA device's own
+// buffers for the CUDA kernels) and through host copies where they cannot
+// (Note [staging]). Every other maximal run of nodes goes to the real library
+// as one graph view. A selected node that cannot run locally is forwarded and
+// counted by reason (audit::Refusal); the first of each reason is logged.
 #pragma once
 
 #include <set>
@@ -25,7 +29,8 @@ LocalOps parse_local_ops(const std::string & spec, std::string & warnings);
 void set_local_ops(const LocalOps & ops);
 const LocalOps & local_ops();
 
-// The rt::Kind (as int) whose kernels can run on this real device's memory, or -1.
+// The rt::Kind (as int) of the kernels local dispatch uses on this real device
+// (-1: none): CUDA for a real CUDA device when standin has CUDA, host otherwise.
 int local_kind_for(ggml_backend_dev_t inner);
 
 ggml_status route_graph(OuterBackend & backend, ggml_cgraph * graph);

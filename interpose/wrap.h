@@ -78,6 +78,7 @@ struct OuterBackend {
     OuterDev *     dev   = nullptr;
     std::string    name;
     void *         local_stream = nullptr;  // rt::Stream for local dispatch (router.cpp), created lazily
+    void *         staging = nullptr;       // host arena for staged runs (staging.cpp, Note [staging])
     int            n_threads = 0;           // set_n_threads, for the local stream too (0: its default)
     SwapPlan       swap_plan;               // of the last graph forwarded whole (Note [swap plan])
 };
