@@ -275,21 +275,15 @@ ggml_status compute_graph(BackendContext & ctx, ggml_cgraph * cgraph) {
     return status;
 }
 
-// The nodes of a graph that run a kernel, for the audit's dispatch counts;
-// counted once per graph and uid, as a replayed graph is the same graph.
-size_t work_nodes(BackendContext & ctx, ggml_cgraph * cgraph) {
-    const uint64_t uid = cgraph->uid;
-    if (uid != 0 && cgraph == ctx.counted_graph && uid == ctx.counted_uid) {
-        return ctx.counted_nodes;
-    }
-    size_t n = 0;
+// The audit's dispatch counts: every node of a standalone graph that runs a
+// kernel runs on standin's (one relaxed add per node, next to its launch).
+void count_local_nodes(ggml_cgraph * cgraph) {
     for (int i = 0; i < ggml_graph_n_nodes(cgraph); ++i) {
-        n += kernels::has_work(ggml_graph_node(cgraph, i)) ? 1 : 0;
+        const ggml_tensor * node = ggml_graph_node(cgraph, i);
+        if (kernels::has_work(node)) {
+            interpose::audit::count_local(node, false);
+        }
     }
-    ctx.counted_graph = cgraph;
-    ctx.counted_uid   = uid;
-    ctx.counted_nodes = n;
-    return n;
 }
 
 ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) {
@@ -297,8 +291,7 @@ ggml_status backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) 
     const auto t0 = std::chrono::steady_clock::now();
     const ggml_status status = compute_graph(ctx, cgraph);
     if (status == GGML_STATUS_SUCCESS) {
-        // Every node of a standalone graph runs on standin's kernels.
-        interpose::audit::count_dispatch(work_nodes(ctx, cgraph), 0);
+        count_local_nodes(cgraph);
     }
     if (ctx.dev->config->debug) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -68,10 +68,6 @@ struct BackendContext {
     const ggml_cgraph * recorded_graph = nullptr;
     uint64_t            recorded_uid   = 0;
     long                uid_replays    = 0;
-    // The last graph (and uid) whose kernel nodes were counted for the audit.
-    const ggml_cgraph * counted_graph  = nullptr;
-    uint64_t            counted_uid    = 0;
-    size_t              counted_nodes  = 0;
 };
 
 struct EventContext {
