@@ -50,6 +50,10 @@ struct Config {
     // CUDA device: programmatic dependent launch (a kernel starts while the one
     // before it drains, and waits only where it reads that one's output).
     bool pdl               = true;  // GGML_STANDIN_PDL            0|1
+    // CUDA device: also claim the ops whose CUDA kernels have not yet passed
+    // test-backend-ops on a GPU (rows marked SI_CUDA_UNPROVEN, kernels/op_rows.h);
+    // off, those ops run on the host device or the CPU backend instead.
+    bool cuda_unproven     = false; // GGML_STANDIN_CUDA_UNPROVEN  0|1
 
     // Interposition (interpose/): standalone never loads a real library;
     // interpose requires one (and falls back to standalone, with one log line,

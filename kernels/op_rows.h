@@ -18,8 +18,10 @@
 #ifdef STANDIN_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #define SI_CUDA(pred, fn) DeviceImpl{pred, fn}
+#define SI_CUDA_UNPROVEN(pred, fn) DeviceImpl{pred, fn, false}
 #else
 #define SI_CUDA(pred, fn) DeviceImpl{}
+#define SI_CUDA_UNPROVEN(pred, fn) DeviceImpl{}
 #endif
 
 namespace standin::kernels::rows {

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "diag/config.h"
 #include "kernels/op_rows.h"
 
 namespace standin::kernels {
@@ -275,7 +276,8 @@ bool sup_shape(const ggml_tensor * n) {
 // of any block type are one memcpy (elementwise.cu).
 bool cuda_copy(const ggml_tensor * n) {
     const ggml_tensor * s = n->src[0];
-    if (sup_copy(n) || host::is_elem_copy(n)) return true;  // elementary copies: copy_any (cpy_int.cu)
+    if (sup_copy(n)) return true;
+    if (host::is_elem_copy(n)) return diag::config().cuda_unproven;  // copy_any (cpy_int.cu), not yet run on a GPU
     if (!sup_copy_quant(n)) return false;
     const bool memcpy_case = s->type == n->type && ggml_is_contiguous(s) && ggml_is_contiguous(n);
     return memcpy_case || ggml_type_size(s->type) % 2 == 0;
@@ -373,8 +375,8 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_ARGMAX,    -1, {sup_reduce, host::reduce}, SI_CUDA(sup_reduce, cuda::reduce), true},
         {GGML_OP_CONCAT,    -1, {sup_shape, host::shape}, SI_CUDA(cuda_shape, cuda::shape), true},
         {GGML_OP_REPEAT,    -1, {sup_shape, host::shape}, SI_CUDA(cuda_shape, cuda::shape), true},
-        {GGML_OP_ADD1,      -1, {sup_shape, host::shape}, SI_CUDA(sup_shape, cuda::acc_add1), true},
-        {GGML_OP_ACC,       -1, {sup_shape, host::shape}, SI_CUDA(sup_shape, cuda::acc_add1), true},
+        {GGML_OP_ADD1,      -1, {sup_shape, host::shape}, SI_CUDA_UNPROVEN(sup_shape, cuda::acc_add1), true},
+        {GGML_OP_ACC,       -1, {sup_shape, host::shape}, SI_CUDA_UNPROVEN(sup_shape, cuda::acc_add1), true},
         // --- end rows: normalisation
     };
 }
@@ -399,13 +401,16 @@ int sub_op_of(const ggml_tensor * node) {
     }
 }
 
+// The row's entry for a device kind, or nullptr when that kind has none it
+// may claim (an unproven kernel without GGML_STANDIN_CUDA_UNPROVEN=1).
 const DeviceImpl * impl_for(const OpRow & row, rt::Kind kind) {
+    const DeviceImpl * impl = nullptr;
     switch (kind) {
-        case rt::Kind::host: return &row.host;
-        case rt::Kind::cuda: return &row.cuda;
+        case rt::Kind::host: impl = &row.host; break;
+        case rt::Kind::cuda: impl = &row.cuda; break;
         case rt::Kind::sycl: return nullptr;
     }
-    return nullptr;
+    return impl->proven || diag::config().cuda_unproven ? impl : nullptr;
 }
 
 } // namespace

@@ -16,6 +16,9 @@ namespace standin::kernels {
 struct DeviceImpl {
     SupportFn supports = nullptr;  // nullptr: not available on this device
     KernelFn  run      = nullptr;  // nullptr with supports set: a no-op (views)
+    // False for a kernel written but not yet run against ggml-cpu on its
+    // device (test-backend-ops): claimed only with GGML_STANDIN_CUDA_UNPROVEN=1.
+    bool      proven   = true;
 };
 
 struct OpRow {

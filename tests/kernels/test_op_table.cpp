@@ -3,6 +3,7 @@
 #include <set>
 
 #include "ggml.h"
+#include "diag/config.h"
 #include "kernels/op_table.h"
 
 using namespace standin;
@@ -63,4 +64,23 @@ TEST_F(OpTableTensors, SupportFollowsTypes) {
     EXPECT_EQ(kernels::find_row(part), nullptr);
     // No SYCL device yet: nothing is claimed for it.
     EXPECT_FALSE(kernels::supports(rt::Kind::sycl, ggml_add(ctx, a, b)));
+}
+
+// A CUDA kernel that has not passed test-backend-ops on a GPU is not claimed
+// (unless GGML_STANDIN_CUDA_UNPROVEN=1), while the host kernel of the same op is.
+TEST_F(OpTableTensors, UnprovenCudaKernelsAreNotClaimed) {
+    ggml_tensor * a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 4);
+    ggml_tensor * sqr = ggml_sqr(ctx, a);
+    EXPECT_TRUE(kernels::supports(rt::Kind::host, sqr));
+    const kernels::OpRow * row = kernels::find_row(sqr);
+    ASSERT_NE(row, nullptr);
+    EXPECT_TRUE(row->host.proven);
+#ifdef STANDIN_WITH_CUDA
+    EXPECT_NE(row->cuda.supports, nullptr);
+    EXPECT_FALSE(row->cuda.proven);
+#endif
+    EXPECT_EQ(kernels::supports(rt::Kind::cuda, sqr), diag::config().cuda_unproven && row->cuda.supports != nullptr);
+    // Proven CUDA rows are unaffected.
+    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+    EXPECT_TRUE(kernels::find_row(ggml_add(ctx, a, b))->cuda.proven);
 }
