@@ -3,7 +3,7 @@
 // outside faults) and keep the bytes elsewhere. Only its own tensor copies
 // reach them. It is asynchronous like a GPU: graph_compute and the *_async
 // copies are queued with their addresses resolved at enqueue time, and run in
-// order at synchronize. It computes F32 ADD, MUL, SCALE and CLAMP (same-shape,
+// order at synchronize. It computes F32 ADD, MUL, SCALE and DIAG_MASK_ZERO (same-shape,
 // contiguous), enough for the staging tests (tests/interpose/test_staging.cpp).
 // Built twice: with FAKE_SYNC_ONLY it has no *_async copies and no host buffer
 // type, so staging takes its synchronous path.
@@ -120,12 +120,18 @@ std::function<void()> resolve(const ggml_tensor * node) {
         case GGML_OP_ADD:   return [=] { for (int64_t i = 0; i < count; ++i) dst[i] = a[i] + b[i]; };
         case GGML_OP_MUL:   return [=] { for (int64_t i = 0; i < count; ++i) dst[i] = a[i] * b[i]; };
         case GGML_OP_SCALE: return [=] { for (int64_t i = 0; i < count; ++i) dst[i] = a[i] * p0 + p1; };
-        case GGML_OP_CLAMP: return [=] { for (int64_t i = 0; i < count; ++i) dst[i] = a[i] < p0 ? p0 : (a[i] > p1 ? p1 : a[i]); };
+        case GGML_OP_DIAG_MASK_ZERO: {
+            // Column c of row r (of each matrix) is zeroed past n_past + r.
+            const int64_t ne0 = n.ne[0], ne1 = n.ne[1], n_past = n.op_params[0];
+            return [=] {
+                for (int64_t i = 0; i < count; ++i) dst[i] = i % ne0 > n_past + (i / ne0) % ne1 ? 0.0f : a[i];
+            };
+        }
         default:            ++g_counts.refused_nodes; return [] {};
     }
 }
 bool computes(const ggml_tensor * t) {
-    if (t->op != GGML_OP_ADD && t->op != GGML_OP_MUL && t->op != GGML_OP_SCALE && t->op != GGML_OP_CLAMP) return false;
+    if (t->op != GGML_OP_ADD && t->op != GGML_OP_MUL && t->op != GGML_OP_SCALE && t->op != GGML_OP_DIAG_MASK_ZERO) return false;
     if (t->type != GGML_TYPE_F32 || !ggml_is_contiguous(t)) return false;
     for (const ggml_tensor * s : t->src) {
         if (s != nullptr && (s->type != GGML_TYPE_F32 || !ggml_is_contiguous(s) || ggml_nelements(s) != ggml_nelements(t))) return false;
