@@ -199,6 +199,17 @@ template <> struct Part<GGML_TYPE_Q8_0> {
     }
 };
 
+// Q4_K / Q5_K: the scales and offsets of sub-blocks 2g and 2g+1 of a block.
+template <class Block>
+__host__ __device__ inline void k_group_scales(const Block & x, int g, float & d0, float & o0, float & d1, float & o1) {
+    int sc0, m0, sc1, m1;
+    k_scale_min(x.scales, 2 * g, sc0, m0);
+    k_scale_min(x.scales, 2 * g + 1, sc1, m1);
+    const float d = half(x.d), dmin = half(x.dmin);
+    d0 = d * float(sc0), o0 = dmin * float(m0);
+    d1 = d * float(sc1), o1 = dmin * float(m1);
+}
+
 // Q4_K / Q5_K: part p (0..31) of group g = p/8 takes qs bytes 32g + l0..+3
 // (l0 = 4 (p%8)): elements 64g + l0.. (sub-block 2g, low nibbles) and
 // 64g + 32 + l0.. (sub-block 2g+1, high nibbles).
@@ -207,12 +218,8 @@ template <> struct Part<GGML_TYPE_Q4_K> {
     __host__ __device__ static void get(const uint8_t * blk, int p, float v[8], int & a, int & b) {
         const BlockQ4_K & x = *reinterpret_cast<const BlockQ4_K *>(blk);
         const int g = p / 8, l0 = 4 * (p % 8);
-        int sc0, m0, sc1, m1;
-        k_scale_min(x.scales, 2 * g, sc0, m0);
-        k_scale_min(x.scales, 2 * g + 1, sc1, m1);
-        const float d = half(x.d), dmin = half(x.dmin);
-        const float d0 = d * float(sc0), o0 = dmin * float(m0);
-        const float d1 = d * float(sc1), o1 = dmin * float(m1);
+        float d0, o0, d1, o1;
+        k_group_scales(x, g, d0, o0, d1, o1);
         const uint32_t w = u32_at(x.qs + 32 * g + l0);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -229,12 +236,8 @@ template <> struct Part<GGML_TYPE_Q5_K> {
     __host__ __device__ static void get(const uint8_t * blk, int p, float v[8], int & a, int & b) {
         const BlockQ5_K & x = *reinterpret_cast<const BlockQ5_K *>(blk);
         const int g = p / 8, l0 = 4 * (p % 8);
-        int sc0, m0, sc1, m1;
-        k_scale_min(x.scales, 2 * g, sc0, m0);
-        k_scale_min(x.scales, 2 * g + 1, sc1, m1);
-        const float d = half(x.d), dmin = half(x.dmin);
-        const float d0 = d * float(sc0), o0 = dmin * float(m0);
-        const float d1 = d * float(sc1), o1 = dmin * float(m1);
+        float d0, o0, d1, o1;
+        k_group_scales(x, g, d0, o0, d1, o1);
         const uint32_t w = u32_at(x.qs + 32 * g + l0), h = u32_at(x.qh + l0);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

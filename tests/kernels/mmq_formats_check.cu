@@ -1,6 +1,7 @@
-// The integer product's weight formats (kernels/cuda/mmq_formats.cuh), checked
-// on the host: for random blocks of every format, each element rebuilt from
-// codes() and scale() (as the tensor cores and the epilogue combine them)
+// The integer product's weight formats (kernels/cuda/mmq_formats.cuh) and the
+// decoders' parts (kernels/cuda/dequant.cuh), checked on the host: for random
+// blocks of every format, each element rebuilt from codes() and scale() (as the
+// tensor cores and the epilogue combine them), and each element a Part reads,
 // equals quants.h's dequant() of the same block. Built by nvcc as a host
 // program, so it runs in CI on a machine without a GPU. Prints
 // "mmq formats: ok" and exits 0, or names the first mismatch and exits 1.
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/common/quants.h"
+#include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/mmq_formats.cuh"
 
 using namespace standin;
@@ -78,6 +80,48 @@ template <int T, typename Block> bool check(const char * name, std::initializer_
     return true;
 }
 
+// dequant.cuh's Part<T> (the 8-element pieces the decoding kernels and the
+// cuBLAS path's F16 conversion read): every part of random blocks, at the two
+// element offsets it names, equals dequant, and the parts cover the block once.
+template <int T, typename Block> bool check_parts(const char * name, std::initializer_list<int> half_offsets) {
+    using P = kernels::cuda::dq::Part<T>;
+    static_assert(P::kBytes == int(sizeof(Block)), "block size");
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<uint8_t> raw(sizeof(Block) + 4);
+        for (auto & b : raw) b = uint8_t(rng());
+        for (int off : half_offsets) {
+            const uint16_t h = random_half();
+            std::memcpy(raw.data() + off, &h, 2);
+        }
+        std::vector<float> want(P::kQKb);
+        dequant_rows<Block>(raw.data(), 1, P::kQKb, want.data());
+        std::vector<int> hits(P::kQKb, 0);
+        for (int part = 0; part < P::kParts; ++part) {
+            float v[8];
+            int a = -1, b = -1;
+            P::get(raw.data(), part, v, a, b);
+            for (int i = 0; i < 8; ++i) {
+                const int e = i < 4 ? a + i : b + i - 4;
+                const float w = want[size_t(e)];
+                if (e < 0 || e >= P::kQKb || std::fabs(v[i] - w) > 1e-6f * (1.0f + std::fabs(w))) {
+                    std::printf("mmq formats: FAIL %s part %d trial %d element %d: %g, dequant %g\n", name, part,
+                                trial, e, v[i], w);
+                    return false;
+                }
+                ++hits[size_t(e)];
+            }
+        }
+        for (int e = 0; e < P::kQKb; ++e) {
+            if (hits[size_t(e)] != 1) {
+                std::printf("mmq formats: FAIL %s element %d read by %d parts\n", name, e, hits[size_t(e)]);
+                return false;
+            }
+        }
+    }
+    std::printf("%s: every part of %d random blocks matches dequant\n", name, 200);
+    return true;
+}
+
 } // namespace
 
 int main() {
@@ -90,6 +134,14 @@ int main() {
     ok &= check<GGML_TYPE_Q4_K, quant::BlockQ4_K>("q4_k", {0, 2});
     ok &= check<GGML_TYPE_Q5_K, quant::BlockQ5_K>("q5_k", {0, 2});
     ok &= check<GGML_TYPE_Q6_K, quant::BlockQ6_K>("q6_k", {208});
+    ok &= check_parts<GGML_TYPE_Q4_0, quant::BlockQ4_0>("part q4_0", {0});
+    ok &= check_parts<GGML_TYPE_Q4_1, quant::BlockQ4_1>("part q4_1", {0, 2});
+    ok &= check_parts<GGML_TYPE_Q5_0, quant::BlockQ5_0>("part q5_0", {0});
+    ok &= check_parts<GGML_TYPE_Q5_1, quant::BlockQ5_1>("part q5_1", {0, 2});
+    ok &= check_parts<GGML_TYPE_Q8_0, quant::BlockQ8_0>("part q8_0", {0});
+    ok &= check_parts<GGML_TYPE_Q4_K, quant::BlockQ4_K>("part q4_k", {0, 2});
+    ok &= check_parts<GGML_TYPE_Q5_K, quant::BlockQ5_K>("part q5_k", {0, 2});
+    ok &= check_parts<GGML_TYPE_Q6_K, quant::BlockQ6_K>("part q6_k", {208});
     std::printf(ok ? "mmq formats: ok\n" : "mmq formats: FAILED\n");
     return ok ? 0 : 1;
 }
