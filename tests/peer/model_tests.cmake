@@ -2,9 +2,6 @@
 # `standin make-model`, run by unmodified llama.cpp tools and by `standin logits`.
 # Included from tests/peer/CMakeLists.txt (PLUGIN, BIN set there).
 
-# The writer's unit tests (tests/tools/test_gguf_model.cpp) need its source.
-target_sources(standin_unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/tools/standin/gguf_model.cpp)
-
 set(MODELS ${CMAKE_BINARY_DIR}/models)
 file(MAKE_DIRECTORY ${MODELS})
 set(STANDIN $<TARGET_FILE:standin>)

@@ -1,7 +1,7 @@
 // The real standind, end to end over its socket: sessions run and complete by
 // themselves; kill -9 mid-job loses no finished result and the session goes on;
 // a second daemon on the same database refuses to start; concurrent clients.
-// (Bad input, the size limit and the peer check: swarm_robustness_test.cpp.)
+// (Bad input, the size limit and the peer check: test_robustness.cpp.)
 #include <algorithm>
 #include <atomic>
 #include <set>
