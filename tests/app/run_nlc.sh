@@ -5,7 +5,7 @@
 #   path     GGML_BACKEND_PATH=libggml-standin.so, every layer on
 #            STANDIN_HOST0 (gpuLayers "max"), and none (gpuLayers 0): then
 #            the weights, the graph splits and the text are the plain run's
-#            (Note [host buffer type] in glue/buffer_type.cpp);
+#            (Note [host device placement] in glue/device.cpp);
 #   replace  the plugin dropped in as libggml-cpu-standin.so beside the
 #            prebuilt libggml-cpu-*.so, with GGML_STANDIN_LOCAL_OPS none and all.
 # Each must produce tokens, log the line saying which mode took effect, and
