@@ -85,7 +85,8 @@ bool is_op_desc(const char * name) {
 }
 
 void read_fault(const char * name, const char * f, std::string & out, Warnings & warnings) {
-    static const char * points[] = {"registry", "devices", "props", "backend", "alloc", "copy", "compute", "leak"};
+    static const char * points[] = {"registry", "devices", "props", "backend", "alloc", "copy", "compute", "leak",
+                                  "scratch"};
     bool known = false;
     for (const char * p : points) known = known || std::strcmp(p, f) == 0;
     // perturb:OP plants a wrong kernel for OP, decline:OP a gap in the op table.

@@ -68,6 +68,8 @@ struct Config {
     // GGML_STANDIN_FAULT: make one boot step fail on purpose, so `standin probe`
     // and its tests can show that each failure is found and named. One of
     // registry|devices|props|backend|alloc|copy|compute|leak; empty = none.
+    // scratch: the host MUL_MAT kernel finds no scratch memory, so graph
+    // compute must report GGML_STATUS_ALLOC_FAILED (out of memory), not abort.
     // perturb:OP (an op name as ggml_op_desc gives it, e.g. perturb:SOFT_MAX)
     // plants a wrong kernel instead: host devices scale that op's F32 output
     // after computing it, so `standin ab` and its tests can show it is found.

@@ -153,11 +153,12 @@ ggml_status run_nodes(BackendContext & ctx, ggml_cgraph * cgraph, bool profile, 
         if (ctx.dev->config->fusion) {
             const kernels::FusedRun fused = kernels::run_fused(kind, *ctx.stream, cgraph, i);
             if (fused.covered > 0) {
-                if (!fused.ok) {
+                if (!fused.status) {
                     diag::crash_context_clear();
-                    SI_LOG_ERROR("%s: fused launch from node %d (%s) failed", ctx.dev->name.c_str(), i,
-                                 ggml_op_desc(node));
-                    return GGML_STATUS_FAILED;
+                    const bool oom = fused.status.code == kernels::Status::out_of_memory;
+                    SI_LOG_ERROR("%s: fused launch from node %d (%s) %s", ctx.dev->name.c_str(), i, ggml_op_desc(node),
+                                 oom ? "ran out of memory for its scratch" : "failed");
+                    return oom ? GGML_STATUS_ALLOC_FAILED : GGML_STATUS_FAILED;
                 }
                 if (profile) {
                     ctx.stream->profile_mark();
@@ -167,8 +168,16 @@ ggml_status run_nodes(BackendContext & ctx, ggml_cgraph * cgraph, bool profile, 
                 continue;
             }
         }
-        if (ctx.dev->config->declines(ggml_op_desc(node)) || !kernels::run_node(kind, *ctx.stream, node)) {
+        const kernels::Status st = ctx.dev->config->declines(ggml_op_desc(node))
+                                       ? kernels::Status(kernels::Status::unsupported)
+                                       : kernels::run_node(kind, *ctx.stream, node);
+        if (!st) {
             diag::crash_context_clear();
+            if (st.code == kernels::Status::out_of_memory) {
+                SI_LOG_ERROR("%s: node %d (%s, %s '%s') ran out of memory for its scratch", ctx.dev->name.c_str(), i,
+                             ggml_op_desc(node), ggml_type_name(node->type), node->name);
+                return GGML_STATUS_ALLOC_FAILED;
+            }
             SI_LOG_ERROR("%s: node %d (%s, %s '%s') is not supported here", ctx.dev->name.c_str(), i,
                          ggml_op_desc(node), ggml_type_name(node->type), node->name);
             return GGML_STATUS_FAILED;

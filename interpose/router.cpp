@@ -156,9 +156,14 @@ ggml_status run_local(OuterBackend & b, ggml_cgraph * g, const std::vector<Place
         ggml_tensor * node = ggml_graph_node(g, i);
         if (place[size_t(i)] == Place::noop) continue;
         diag::crash_context_node("interposed local dispatch", b.name.c_str(), ggml_op_desc(node), i);
-        const bool ok = kernels::run_node(kind, stream, staged ? run->node_to_run(i) : node);
+        const kernels::Status st = kernels::run_node(kind, stream, staged ? run->node_to_run(i) : node);
         diag::crash_context_clear();
-        if (!ok) {
+        if (st.code == kernels::Status::out_of_memory) {
+            SI_LOG_ERROR("%s: local kernel ran out of memory for its scratch at node %d (%s)", b.name.c_str(), i,
+                         ggml_op_desc(node));
+            return GGML_STATUS_ALLOC_FAILED;
+        }
+        if (!st) {
             SI_LOG_ERROR("%s: local kernel refused node %d (%s)", b.name.c_str(), i, ggml_op_desc(node));
             return GGML_STATUS_FAILED;
         }

@@ -80,11 +80,11 @@ FusedRun run_fused_cuda(rt::Stream & stream, ggml_cgraph * g, int i) {
         }
         if (!mms.empty()) {
             r.covered = last - i + 1;
-            r.ok = cuda::norm_mul_mat(stream, node, next, mms.data(), int(mms.size()));
+            r.status = cuda::norm_mul_mat(stream, node, next, mms.data(), int(mms.size()));
             return r;
         }
         r.covered = j - i + 1;
-        r.ok = cuda::rms_norm_mul(stream, node, next);
+        r.status = cuda::rms_norm_mul(stream, node, next);
         return r;
     }
     if (node->op == GGML_OP_GLU && cuda::glu_mul_mat_ok(node, next)) {
@@ -92,12 +92,12 @@ FusedRun run_fused_cuda(rt::Stream & stream, ggml_cgraph * g, int i) {
         ggml_tensor * add = k >= 0 ? ggml_graph_node(g, k) : nullptr;
         const bool with_add = add != nullptr && supports(rt::Kind::cuda, add) && cuda::mul_mat_add_ok(next, add);
         r.covered = (with_add ? k : j) - i + 1;
-        r.ok = cuda::glu_mul_mat(stream, node, next, with_add ? add : nullptr);
+        r.status = cuda::glu_mul_mat(stream, node, next, with_add ? add : nullptr);
         return r;
     }
     if (node->op == GGML_OP_MUL_MAT && cuda::mul_mat_add_ok(node, next)) {
         r.covered = j - i + 1;
-        r.ok = cuda::mul_mat_add(stream, node, next);
+        r.status = cuda::mul_mat_add(stream, node, next);
         return r;
     }
     if (node->op == GGML_OP_MUL_MAT && cuda::mul_mat_group_ok(node, next)) {
@@ -116,7 +116,7 @@ FusedRun run_fused_cuda(rt::Stream & stream, ggml_cgraph * g, int i) {
         }
         if (members.size() >= 2) {
             r.covered = last - i + 1;
-            r.ok = cuda::mul_mat_group(stream, members.data(), int(members.size()));
+            r.status = cuda::mul_mat_group(stream, members.data(), int(members.size()));
         }
     }
     return r;

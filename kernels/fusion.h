@@ -24,6 +24,7 @@
 #pragma once
 
 #include "ggml.h"
+#include "kernels/kernel.h"
 #include "runtime/runtime.h"
 
 namespace standin::kernels {
@@ -37,7 +38,7 @@ int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes);
 
 struct FusedRun {
     int  covered = 0;  // graph positions the fused launch stands for; 0: none matched
-    bool ok      = true;
+    Status status = Status::ok;
 };
 
 // Runs the nodes starting at position i as one fused launch if a pattern

@@ -1,15 +1,29 @@
 // What every kernel entry looks like, on every device: it computes one graph
-// node on the stream of the backend running the graph. Returns false only when
-// it meets a case its support predicate should have refused (the dispatcher
-// reports that as an internal error); it never aborts for caller input.
+// node on the stream of the backend running the graph, and says why when it
+// did not. It never aborts for caller input.
 #pragma once
+
+#include <cstdint>
 
 #include "ggml.h"
 #include "runtime/runtime.h"
 
 namespace standin::kernels {
 
-using KernelFn  = bool (*)(rt::Stream & stream, ggml_tensor * node);
+// A kernel's outcome. unsupported: a case its support predicate should have
+// refused (the dispatcher reports an internal error); out_of_memory: scratch
+// or workspace memory could not be had (the caller may free memory and retry).
+// Built from bool so that `return true` / `return false` read as ok /
+// unsupported; tests as true only when ok.
+struct Status {
+    enum Code : uint8_t { ok, unsupported, out_of_memory };
+    Code code;
+    constexpr Status(bool done) : code(done ? ok : unsupported) {}  // NOLINT: implicit on purpose
+    constexpr Status(Code c) : code(c) {}                            // NOLINT
+    constexpr explicit operator bool() const { return code == ok; }
+};
+
+using KernelFn  = Status (*)(rt::Stream & stream, ggml_tensor * node);
 using SupportFn = bool (*)(const ggml_tensor * node);
 
 } // namespace standin::kernels

@@ -455,13 +455,13 @@ bool supports(rt::Kind kind, const ggml_tensor * node) {
     return impl != nullptr && impl->supports != nullptr && impl->supports(node);
 }
 
-bool run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node) {
+Status run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node) {
     const OpRow * row = find_row(node);
     const DeviceImpl * impl = row ? impl_for(*row, kind) : nullptr;
     if (impl == nullptr || impl->supports == nullptr || !impl->supports(node)) {
         return false;
     }
-    return impl->run == nullptr || impl->run(stream, node);
+    return impl->run == nullptr ? Status(Status::ok) : impl->run(stream, node);
 }
 
 } // namespace standin::kernels

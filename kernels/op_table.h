@@ -40,7 +40,8 @@ bool supports(rt::Kind kind, const ggml_tensor * node);
 // True for ops that only reinterpret memory (VIEW, RESHAPE, ...): nothing to run.
 bool is_view_op(ggml_op op);
 
-// Runs one node; false when the node is unsupported or the kernel refused it.
-bool run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node);
+// Runs one node: unsupported when no row of this kind claims it or the kernel
+// refused it, out_of_memory when the kernel's scratch could not be had.
+Status run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node);
 
 } // namespace standin::kernels

@@ -397,7 +397,7 @@ template <int T> void launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, 
 
 } // namespace
 
-bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
+Status flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * q = node->src[0];
     const ggml_tensor * k = node->src[1];
     const ggml_tensor * v = node->src[2];

@@ -142,20 +142,20 @@ template <typename K, typename P> bool launch(rt::Stream & stream, ggml_tensor *
 
 } // namespace
 
-bool pool_1d(rt::Stream & stream, ggml_tensor * node) { return launch(stream, node, pool_1d_kernel, pool_of(node, false)); }
+Status pool_1d(rt::Stream & stream, ggml_tensor * node) { return launch(stream, node, pool_1d_kernel, pool_of(node, false)); }
 
-bool pool_2d(rt::Stream & stream, ggml_tensor * node) { return launch(stream, node, pool_2d_kernel, pool_of(node, true)); }
+Status pool_2d(rt::Stream & stream, ggml_tensor * node) { return launch(stream, node, pool_2d_kernel, pool_of(node, true)); }
 
-bool upscale(rt::Stream & stream, ggml_tensor * node) {
+Status upscale(rt::Stream & stream, ggml_tensor * node) {
     return launch(stream, node, upscale_kernel, upscale::params_of(node, op_i32(node, 0)));
 }
 
-bool pad(rt::Stream & stream, ggml_tensor * node) {
+Status pad(rt::Stream & stream, ggml_tensor * node) {
     const Pad p{{op_i32(node, 0), op_i32(node, 2), op_i32(node, 4), op_i32(node, 6)}, op_i32(node, 8) != 0};
     return launch(stream, node, pad_kernel, p);
 }
 
-bool pad_reflect_1d(rt::Stream & stream, ggml_tensor * node) {
+Status pad_reflect_1d(rt::Stream & stream, ggml_tensor * node) {
     return launch(stream, node, pad_reflect_kernel, int64_t(op_i32(node, 0)));
 }
 

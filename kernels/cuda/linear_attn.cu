@@ -190,15 +190,15 @@ __global__ void delta_net_kernel(Gdn p) {
 
 } // namespace
 
-bool rwkv_wkv6(rt::Stream & stream, ggml_tensor * node) { return run_wkv<Kind::wkv6>(stream, node, 6, 1.0f); }
+Status rwkv_wkv6(rt::Stream & stream, ggml_tensor * node) { return run_wkv<Kind::wkv6>(stream, node, 6, 1.0f); }
 
-bool gated_linear_attn(rt::Stream & stream, ggml_tensor * node) {
+Status gated_linear_attn(rt::Stream & stream, ggml_tensor * node) {
     return run_wkv<Kind::gla>(stream, node, 5, op_f32(node, 0));
 }
 
-bool rwkv_wkv7(rt::Stream & stream, ggml_tensor * node) { return run_wkv<Kind::wkv7>(stream, node, 7, 1.0f); }
+Status rwkv_wkv7(rt::Stream & stream, ggml_tensor * node) { return run_wkv<Kind::wkv7>(stream, node, 7, 1.0f); }
 
-bool gated_delta_net(rt::Stream & stream, ggml_tensor * node) {
+Status gated_delta_net(rt::Stream & stream, ggml_tensor * node) {
     Gdn p;
     const ggml_tensor * const * s = node->src;
     p.q = shape_of(s[0]);

@@ -213,12 +213,12 @@ plan::Problem problem_for(const ggml_tensor * a, const ggml_tensor * b, int sms)
     return p;
 }
 
-bool mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan::Choice & c, const ggml_tensor * add) {
+Status mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan::Choice & c, const ggml_tensor * add) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     cudaStream_t st = stream.begin_launch();
     QuantizedY y = quantize_y(stream, b, quant::act_group(a->type), st);
-    if (!y.ok) return false;
+    if (!y.ok) return Status::out_of_memory;
     MmqArgs p;
     fill_common(p, a, b, node);
     p.q = y.q;
@@ -237,7 +237,7 @@ bool mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan::
 
 } // namespace mm
 
-bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     if (!mm::vec_type_ok(a->type) || node->type != GGML_TYPE_F32 || a->ne[2] <= 0 || a->ne[3] <= 0) {
@@ -266,7 +266,7 @@ bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
     }
     mm::Staged y = mm::stage_y(b, a->type, st);
     if (!y.ok) {
-        return false;
+        return Status::out_of_memory;
     }
 
     mm::Args p;

@@ -19,6 +19,7 @@
 #include "ggml.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mm_plan.h"
+#include "kernels/kernel.h"
 
 namespace standin::kernels::cuda::mm {
 
@@ -205,11 +206,11 @@ bool q8_applies(const ggml_tensor * a, const ggml_tensor * b);
 bool same_src1(const ggml_tensor * x, const ggml_tensor * y);
 // The MUL_MAT nodes (all q8_applies, one src1) through the integer mat-vec:
 // src1 quantized once into the stream's scratch, then the products (one
-// launch per run of equal weight types). false only when no scratch memory
-// could be had (logged).
+// launch per run of equal weight types). out_of_memory only when no scratch
+// memory could be had (logged).
 // With `add` (an ADD of the single node's result and a same-shaped F32
 // tensor, mul_mat_add_ok), that sum is written too.
-bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n,
+Status mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n,
                       const ggml_tensor * add = nullptr);
 // The same with src1 already quantized (codes q, scales ds as quantize_y
 // lays them out), e.g. by the fused RMS_NORM x MUL that produced it.

@@ -160,7 +160,7 @@ bool run_grouped(ggml_type t, const mm::IdArgs & p, cudaStream_t st) {
 
 } // namespace
 
-bool mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * as  = node->src[0];
     const ggml_tensor * b   = node->src[1];
     const ggml_tensor * ids = node->src[2];
@@ -173,7 +173,7 @@ bool mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
     cudaStream_t st = stream_of(stream);
     mm::Staged y = mm::stage_y(b, as->type, st);
     if (!y.ok) {
-        return false;
+        return Status::out_of_memory;
     }
 
     mm::IdArgs p;
@@ -199,9 +199,9 @@ bool mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
     if (p.n_used * p.n_tok <= kMaxVecPairs) {
         mm::launch_vec_id(as->type, p, st);
         SI_CUDA_LAUNCH_CHECK();
-    } else if (!run_grouped(as->type, p, st)) {
+    } else if (!run_grouped(as->type, p, st)) {  // false: its scratch could not be had
         mm::release(y, st);
-        return false;
+        return Status::out_of_memory;
     }
     mm::release(y, st);
     return true;

@@ -367,10 +367,10 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {
     return true;
 }
 
-bool mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add) {
+Status mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add) {
     cudaStream_t st = stream.begin_launch();
     QuantizedY y = quantize_y(stream, nodes[0]->src[1], 32, st);
-    if (!y.ok) return false;
+    if (!y.ok) return Status::out_of_memory;
     mul_mat_q8_group_y(stream, nodes, n, add, y.q, y.ds);
     release(y, st);
     return true;
@@ -417,7 +417,7 @@ bool mul_mat_group_ok(const ggml_tensor * first, const ggml_tensor * next) {
            next->type == GGML_TYPE_F32 && mm::same_src1(first->src[1], next->src[1]) && vec(first) && vec(next);
 }
 
-bool mul_mat_group(rt::Stream & stream, ggml_tensor * const * nodes, int n) {
+Status mul_mat_group(rt::Stream & stream, ggml_tensor * const * nodes, int n) {
     return mm::mul_mat_q8_group(static_cast<rt::cuda::CudaStream &>(stream), nodes, n);
 }
 
@@ -426,12 +426,12 @@ bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm) {
            ggml_is_contiguous(mul) && plan::choose(mm::problem_for(mm->src[0], mul, 1)).path == plan::Path::vec_int;
 }
 
-bool norm_mul_mat(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n) {
+Status norm_mul_mat(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n) {
     auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
     cudaStream_t st = cs.begin_launch();
     mm::QuantizedY y = mm::reserve_y(cs, mul->ne[0], ggml_nrows(mul), st);
-    if (!y.ok) return false;
-    const bool ok = rms_norm_mul_quant(stream, norm, mul, y.q, y.ds);
+    if (!y.ok) return Status::out_of_memory;
+    const Status ok = rms_norm_mul_quant(stream, norm, mul, y.q, y.ds);
     if (ok) mm::mul_mat_q8_group_y(cs, mms, n, nullptr, y.q, y.ds);
     mm::release(y, st);
     return ok;
@@ -442,12 +442,12 @@ bool glu_mul_mat_ok(const ggml_tensor * glu, const ggml_tensor * mm) {
            norm_mul_mat_ok(glu, mm);
 }
 
-bool glu_mul_mat(rt::Stream & stream, ggml_tensor * glu, ggml_tensor * mm, const ggml_tensor * add) {
+Status glu_mul_mat(rt::Stream & stream, ggml_tensor * glu, ggml_tensor * mm, const ggml_tensor * add) {
     auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
     cudaStream_t st = cs.begin_launch();
     mm::QuantizedY y = mm::reserve_y(cs, glu->ne[0], ggml_nrows(glu), st);
-    if (!y.ok) return false;
-    const bool ok = glu_quant(stream, glu, y.q, y.ds);
+    if (!y.ok) return Status::out_of_memory;
+    const Status ok = glu_quant(stream, glu, y.q, y.ds);
     if (ok) mm::mul_mat_q8_group_y(cs, &mm, 1, add, y.q, y.ds);
     mm::release(y, st);
     return ok;
@@ -474,7 +474,7 @@ bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add) {
            rows_ok(mm) && rows_ok(other) && rows_ok(add);
 }
 
-bool mul_mat_add(rt::Stream & stream, ggml_tensor * mm, const ggml_tensor * add) {
+Status mul_mat_add(rt::Stream & stream, ggml_tensor * mm, const ggml_tensor * add) {
     auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
     const plan::Choice c = mm::plan_for(mm->src[0], mm->src[1], cs);
     if (c.path == plan::Path::mmq) return mm::mul_mat_mmq(cs, mm, c, add);

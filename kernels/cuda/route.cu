@@ -103,7 +103,7 @@ __global__ void store_kernel(Shape d, char * dd, const Key * keys, int64_t npad,
 }
 
 // Sorts every row of node->src[0]; writes the first n_out indices of each.
-bool sort_rows(rt::Stream & stream, ggml_tensor * node, int64_t n_out, bool desc) {
+Status sort_rows(rt::Stream & stream, ggml_tensor * node, int64_t n_out, bool desc) {
     const ggml_tensor * src = node->src[0];
     const int64_t n = src->ne[0], rows = ggml_nrows(src);
     if (n == 0 || rows == 0 || n_out == 0) return true;
@@ -121,7 +121,7 @@ bool sort_rows(rt::Stream & stream, ggml_tensor * node, int64_t n_out, bool desc
         return true;
     }
     void * scratch = nullptr;
-    if (!scratch_alloc(&scratch, size_t(rows * npad) * sizeof(Key), st)) return false;
+    if (!scratch_alloc(&scratch, size_t(rows * npad) * sizeof(Key), st)) return Status::out_of_memory;
     Key * keys = static_cast<Key *>(scratch);
     fill_keys_kernel<<<grid_for(rows * npad, kBlock), kBlock, 0, st>>>(a, ad, keys, npad, rows * npad);
     const int64_t pairs = rows * npad / 2;
@@ -153,13 +153,13 @@ __global__ void add_id_kernel(Shape d, Shape a, Shape b, Shape ids, char * dd, c
 
 } // namespace
 
-bool argsort(rt::Stream & stream, ggml_tensor * node) {
+Status argsort(rt::Stream & stream, ggml_tensor * node) {
     return sort_rows(stream, node, node->ne[0], op_i32(node, 0) == GGML_SORT_ORDER_DESC);
 }
 
-bool top_k(rt::Stream & stream, ggml_tensor * node) { return sort_rows(stream, node, node->ne[0], true); }
+Status top_k(rt::Stream & stream, ggml_tensor * node) { return sort_rows(stream, node, node->ne[0], true); }
 
-bool add_id(rt::Stream & stream, ggml_tensor * node) {
+Status add_id(rt::Stream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor *a = node->src[0], *b = node->src[1], *ids = node->src[2];

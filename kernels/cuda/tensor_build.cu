@@ -111,7 +111,7 @@ __global__ void timestep_kernel(Shape d, Shape a, char * dd, const char * ad, in
 
 } // namespace
 
-bool set(rt::Stream & stream, ggml_tensor * node) {
+Status set(rt::Stream & stream, ggml_tensor * node) {
     if (ggml_nelements(node) == 0) return true;
     cudaStream_t st = stream_of(stream);
     switch (ggml_type_size(node->type)) {
@@ -125,7 +125,7 @@ bool set(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool acc_add1(rt::Stream & stream, ggml_tensor * node) {
+Status acc_add1(rt::Stream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor *a = node->src[0], *b = node->src[1];
@@ -154,7 +154,7 @@ bool acc_add1(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool roll(rt::Stream & stream, ggml_tensor * node) {
+Status roll(rt::Stream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor * a = node->src[0];
@@ -165,7 +165,7 @@ bool roll(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool arange(rt::Stream & stream, ggml_tensor * node) {
+Status arange(rt::Stream & stream, ggml_tensor * node) {
     const int64_t n = node->ne[0];
     if (n == 0) return true;
     arange_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(static_cast<float *>(node->data),
@@ -174,7 +174,7 @@ bool arange(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool timestep_embedding(rt::Stream & stream, ggml_tensor * node) {
+Status timestep_embedding(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const int dim = op_i32(node, 0);
     const int64_t n = a->ne[0] * (dim / 2 + 1);

@@ -62,7 +62,7 @@ template <ggml_op OP> void run(rt::host::ThreadPool & pool, ggml_tensor * dst) {
 
 } // namespace
 
-bool binary(rt::Stream & stream, ggml_tensor * node) {
+Status binary(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     switch (node->op) {
         case GGML_OP_ADD: run<GGML_OP_ADD>(pool, node); return true;

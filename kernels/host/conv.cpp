@@ -88,7 +88,7 @@ Conv2d conv2d_params(const ggml_tensor * n) {
 
 } // namespace
 
-bool im2col(rt::Stream & stream, ggml_tensor * node) {
+Status im2col(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];
     const ggml_tensor * src = node->src[1];
     const Conv2d c = conv2d_params(node);
@@ -121,7 +121,7 @@ bool im2col(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool im2col_3d(rt::Stream & stream, ggml_tensor * node) {
+Status im2col_3d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];
     const ggml_tensor * src = node->src[1];
     const int s0 = op_i32(node, 0), s1 = op_i32(node, 1), s2 = op_i32(node, 2);
@@ -158,7 +158,7 @@ bool im2col_3d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool conv_2d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_2d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [KW, KH, IC, OC]
     const ggml_tensor * src = node->src[1];  // [W, H, IC, N]
     const Conv2d c = conv2d_params(node);
@@ -198,7 +198,7 @@ bool conv_2d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool conv_2d_dw(rt::Stream & stream, ggml_tensor * node) {
+Status conv_2d_dw(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [KW, KH, 1, C]
     const ggml_tensor * src = node->src[1];  // [W, H, C, N]
     const Conv2d c = conv2d_params(node);
@@ -230,7 +230,7 @@ bool conv_2d_dw(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool conv_transpose_1d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_transpose_1d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [K, OC, IC]
     const ggml_tensor * src = node->src[1];  // [L, IC]
     const int s0 = op_i32(node, 0);
@@ -255,7 +255,7 @@ bool conv_transpose_1d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [KW, KH, OC, IC]
     const ggml_tensor * src = node->src[1];  // [IW, IH, IC, N]
     const int s = op_i32(node, 0);
@@ -288,7 +288,7 @@ bool conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool conv_3d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_3d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [KW, KH, KD, C * OC]
     const ggml_tensor * src = node->src[1];  // [W, H, D, C * N]
     const int s0 = op_i32(node, 0), s1 = op_i32(node, 1), s2 = op_i32(node, 2);
@@ -330,7 +330,7 @@ bool conv_3d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool col2im_1d(rt::Stream & stream, ggml_tensor * node) {
+Status col2im_1d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];  // [K * OC, T_in]
     const int64_t s0 = op_i32(node, 0), OC = op_i32(node, 1), p0 = op_i32(node, 2);
     const int64_t K = src->ne[0] / OC, T_in = src->ne[1], T_out = node->ne[0];

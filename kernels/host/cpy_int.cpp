@@ -38,7 +38,7 @@ bool is_elem_copy(const ggml_tensor * node) {
     return conv || same;
 }
 
-bool copy_any(rt::Stream & stream, ggml_tensor * node) {
+Status copy_any(rt::Stream & stream, ggml_tensor * node) {
     if (!is_elem_copy(node)) {
         return copy(stream, node);
     }

@@ -39,7 +39,7 @@ enum class Mode { encode, decode, blocks };
 
 } // namespace
 
-bool copy_quant(rt::Stream & stream, ggml_tensor * node) {
+Status copy_quant(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * src = node->src[0];
     const ggml_type st = src->type, dt = node->type;

@@ -23,7 +23,7 @@ float & el(const ggml_tensor * t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0) {
 
 } // namespace
 
-bool dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * mix = node->src[0];
     const ggml_tensor * scale = node->src[1];
     const ggml_tensor * base = node->src[2];
@@ -44,7 +44,7 @@ bool dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * x = node->src[0];
     const ggml_tensor * w = node->src[1];
     const int64_t n = x->ne[0], hc = x->ne[1];
@@ -60,7 +60,7 @@ bool dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool dsv4_hc_post(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_post(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * x = node->src[0];
     const ggml_tensor * res = node->src[1];
     const ggml_tensor * post = node->src[2];

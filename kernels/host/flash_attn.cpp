@@ -520,7 +520,7 @@ void run_split(rt::host::ThreadPool & pool, ggml_tensor * dst, const Shape & s, 
 
 } // namespace
 
-bool flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
+Status flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const Shape s = make_shape(node);
     const num::AttnParams ap = num::attn_params_from(reinterpret_cast<const int32_t *>(node->op_params));

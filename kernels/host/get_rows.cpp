@@ -19,7 +19,7 @@
 
 namespace standin::kernels::host {
 
-bool get_rows(rt::Stream & stream, ggml_tensor * node) {
+Status get_rows(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * src = node->src[0];
     const ggml_tensor * idx = node->src[1];

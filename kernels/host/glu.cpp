@@ -69,7 +69,7 @@ void swiglu_row(float * y, const float * x, const float * g, int64_t n) {
 
 } // namespace
 
-bool glu(rt::Stream & stream, ggml_tensor * node) {
+Status glu(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];

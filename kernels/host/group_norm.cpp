@@ -29,7 +29,7 @@ float & elem(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t 
 
 } // namespace
 
-bool l2_norm(rt::Stream & stream, ggml_tensor * node) {
+Status l2_norm(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const float eps = op_f32(node, 0);
     const int64_t n = node->ne[0];
@@ -52,7 +52,7 @@ bool l2_norm(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool group_norm(rt::Stream & stream, ggml_tensor * node) {
+Status group_norm(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t groups = op_i32(node, 0);
     const float eps = op_f32(node, 1);

@@ -49,7 +49,7 @@ void split(const ggml_tensor * t, int64_t r, int64_t & i1, int64_t & i2, int64_t
 
 } // namespace
 
-bool pool_1d(rt::Stream & stream, ggml_tensor * node) {
+Status pool_1d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const bool is_max = op_i32(node, 0) == GGML_OP_POOL_MAX;
     const int64_t k = op_i32(node, 1), s = op_i32(node, 2), p = op_i32(node, 3);
@@ -75,7 +75,7 @@ bool pool_1d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool pool_2d(rt::Stream & stream, ggml_tensor * node) {
+Status pool_2d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const bool is_max = op_i32(node, 0) == GGML_OP_POOL_MAX;
     const int64_t k0 = op_i32(node, 1), k1 = op_i32(node, 2), s0 = op_i32(node, 3), s1 = op_i32(node, 4);
@@ -103,7 +103,7 @@ bool pool_2d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool upscale(rt::Stream & stream, ggml_tensor * node) {
+Status upscale(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const upscale::Params p = upscale::params_of(node, op_i32(node, 0));
     const int64_t W = node->ne[0];
@@ -119,7 +119,7 @@ bool upscale(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool pad(rt::Stream & stream, ggml_tensor * node) {
+Status pad(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t lp[4] = {op_i32(node, 0), op_i32(node, 2), op_i32(node, 4), op_i32(node, 6)};
     const bool circular = op_i32(node, 8) != 0;
@@ -145,7 +145,7 @@ bool pad(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool pad_reflect_1d(rt::Stream & stream, ggml_tensor * node) {
+Status pad_reflect_1d(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t p0 = op_i32(node, 0);
     const int64_t n = src->ne[0], W = node->ne[0];

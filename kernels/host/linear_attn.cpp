@@ -73,7 +73,7 @@ template <typename Body> void each_seq_head(rt::Stream & stream, ggml_tensor * n
 
 } // namespace
 
-bool rwkv_wkv6(rt::Stream & stream, ggml_tensor * node) {
+Status rwkv_wkv6(rt::Stream & stream, ggml_tensor * node) {
     const Wkv w = wkv_of(node, node->src[5]);
     const float *k = f(node->src[0]), *v = f(node->src[1]), *r = f(node->src[2]), *tf = f(node->src[3]),
                 *td = f(node->src[4]);
@@ -97,7 +97,7 @@ bool rwkv_wkv6(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool gated_linear_attn(rt::Stream & stream, ggml_tensor * node) {
+Status gated_linear_attn(rt::Stream & stream, ggml_tensor * node) {
     const Wkv w = wkv_of(node, node->src[4]);
     const float scale = op_f32(node, 0);
     const float *k = f(node->src[0]), *v = f(node->src[1]), *q = f(node->src[2]), *g = f(node->src[3]);
@@ -120,7 +120,7 @@ bool gated_linear_attn(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool rwkv_wkv7(rt::Stream & stream, ggml_tensor * node) {
+Status rwkv_wkv7(rt::Stream & stream, ggml_tensor * node) {
     const Wkv w = wkv_of(node, node->src[6]);
     const float *r = f(node->src[0]), *wd = f(node->src[1]), *k = f(node->src[2]), *v = f(node->src[3]),
                 *a = f(node->src[4]), *b = f(node->src[5]);
@@ -145,7 +145,7 @@ bool rwkv_wkv7(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool gated_delta_net(rt::Stream & stream, ggml_tensor * node) {
+Status gated_delta_net(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2], *g = node->src[3],
                       *beta = node->src[4], *st = node->src[5];
     const int64_t S = v->ne[0], H = v->ne[1], nt = v->ne[2], ns = v->ne[3];

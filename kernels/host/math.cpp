@@ -16,7 +16,7 @@
 
 namespace standin::kernels::host {
 
-bool math(rt::Stream & stream, ggml_tensor * node) {
+Status math(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * src = node->src[0];
     const mathop::Params p = mathop::params_of(node);

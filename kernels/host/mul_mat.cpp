@@ -28,8 +28,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <new>
 #include <vector>
 
+#include "diag/config.h"
 #include "kernels/common/quants.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
@@ -45,13 +47,22 @@ constexpr int64_t kTileRows = 16;
 constexpr int64_t kTileCols = 32;
 
 // Scratch for converted or quantized src1, reused across calls on this thread
-// (a stream runs one kernel at a time on its calling thread).
-std::vector<char> & scratch(size_t bytes) {
+// (a stream runs one kernel at a time on its calling thread). nullptr when it
+// cannot grow to `bytes`: the kernel reports out_of_memory instead of the
+// process dying in the allocator (GGML_STANDIN_FAULT=scratch plants that).
+char * scratch(size_t bytes) {
     thread_local std::vector<char> buf;
-    if (buf.size() < bytes) {
-        buf.resize(bytes);
+    if (diag::config().fault_at("scratch")) {
+        return nullptr;
     }
-    return buf;
+    if (buf.size() < bytes || buf.empty()) {
+        try {
+            buf.resize(std::max<size_t>(bytes, 1));
+        } catch (const std::bad_alloc &) {
+            return nullptr;
+        }
+    }
+    return buf.data();
 }
 
 // --- float weights ---------------------------------------------------------------
@@ -312,7 +323,7 @@ const float * src1_row_f32(const ggml_tensor * b, int64_t n, int64_t i12, int64_
     return tmp;
 }
 
-bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape & s, mm::QTileFn fn) {
+Status mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape & s, mm::QTileFn fn) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     const int64_t group = quant::act_group(a->type);
@@ -321,12 +332,15 @@ bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
     const int64_t ncols = s.N * s.ne12 * s.ne13;
     const size_t  q_bytes = (size_t(ncols * s.K) + 63) & ~size_t(63);
     const size_t  f_bytes = (size_t(ncols * (s.K / 32)) * sizeof(float) + 63) & ~size_t(63);
-    std::vector<char> & buf = scratch(q_bytes + 3 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
-    int8_t *  q     = reinterpret_cast<int8_t *>(buf.data());
-    float *   d     = reinterpret_cast<float *>(buf.data() + q_bytes);
-    float *   sm    = reinterpret_cast<float *>(buf.data() + q_bytes + f_bytes);
-    int32_t * q8sum = reinterpret_cast<int32_t *>(buf.data() + q_bytes + 2 * f_bytes);
-    int16_t * sums  = reinterpret_cast<int16_t *>(buf.data() + q_bytes + 3 * f_bytes);
+    char * buf = scratch(q_bytes + 3 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
+    if (buf == nullptr) {
+        return Status::out_of_memory;
+    }
+    int8_t *  q     = reinterpret_cast<int8_t *>(buf);
+    float *   d     = reinterpret_cast<float *>(buf + q_bytes);
+    float *   sm    = reinterpret_cast<float *>(buf + q_bytes + f_bytes);
+    int32_t * q8sum = reinterpret_cast<int32_t *>(buf + q_bytes + 2 * f_bytes);
+    int16_t * sums  = reinterpret_cast<int16_t *>(buf + q_bytes + 3 * f_bytes);
 
     pool.parallel_for(ncols, std::max<int64_t>(1, 4096 / s.K), [&](int64_t c0, int64_t c1) {
         std::vector<float> tmp(b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) ? 0 : size_t(s.K));
@@ -363,7 +377,7 @@ bool mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
     return true;
 }
 
-bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape & s, FTileFn fn) {
+Status mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape & s, FTileFn fn) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     // src1 rows: in place when f32 with contiguous rows under f32 weights, else
@@ -375,8 +389,11 @@ bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
     size_t y_nb1 = b->nb[1], y_nb2 = b->nb[2], y_nb3 = b->nb[3];
     if (!in_place) {
         const int64_t ncols = s.N * s.ne12 * s.ne13;
-        std::vector<char> & buf = scratch(size_t(ncols * s.K) * sizeof(float));
-        float * f = reinterpret_cast<float *>(buf.data());
+        char * buf = scratch(size_t(ncols * s.K) * sizeof(float));
+        if (buf == nullptr) {
+            return Status::out_of_memory;
+        }
+        float * f = reinterpret_cast<float *>(buf);
         pool.parallel_for(ncols, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.K)), [&](int64_t c0, int64_t c1) {
             for (int64_t c = c0; c < c1; ++c) {
                 const int64_t n = c % s.N, i12 = (c / s.N) % s.ne12, i13 = c / (s.N * s.ne12);
@@ -387,7 +404,7 @@ bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
                 }
             }
         });
-        y = buf.data();
+        y = buf;
         y_nb1 = size_t(s.K) * sizeof(float);
         y_nb2 = y_nb1 * size_t(s.N);
         y_nb3 = y_nb2 * size_t(s.ne12);
@@ -436,7 +453,7 @@ bool mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shape 
 
 // src0 is a view of packed weights that cuts groups (packed.h): its rows are
 // restored to the original layout in scratch and multiplied as plain weights.
-bool mul_mat_restored(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat_restored(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const size_t rb = size_t(a->ne[0] / ggml_blck_size(a->type)) * ggml_type_size(a->type);
     std::vector<char> rows(rb * size_t(a->ne[1] * a->ne[2] * a->ne[3]));
@@ -458,7 +475,7 @@ bool mul_mat_restored(rt::Stream & stream, ggml_tensor * node) {
 
 } // namespace
 
-bool mul_mat(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];

@@ -41,7 +41,7 @@ struct Pair {
 
 } // namespace
 
-bool mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * as  = node->src[0];
     const ggml_tensor * b   = node->src[1];
     const ggml_tensor * ids = node->src[2];
@@ -84,8 +84,8 @@ bool mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
         ggml_tensor dst = matrix(GGML_TYPE_F32, out.data(), M, n, size_t(M) * sizeof(float));
         dst.src[0] = &a;
         dst.src[1] = &y;
-        if (!mul_mat(stream, &dst)) {
-            return false;
+        if (const Status st = mul_mat(stream, &dst); !st) {
+            return st;
         }
         for (int64_t j = 0; j < n; ++j) {
             std::memcpy(static_cast<char *>(node->data) + pairs[size_t(j)].e * node->nb[1] + pairs[size_t(j)].t * node->nb[2],

@@ -114,7 +114,7 @@ template <bool RMS> void norm_rows(rt::host::ThreadPool & pool, ggml_tensor * ds
 
 } // namespace
 
-bool norm(rt::Stream & stream, ggml_tensor * node) {
+Status norm(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     switch (node->op) {
         case GGML_OP_RMS_NORM: norm_rows<true>(pool, node); return true;

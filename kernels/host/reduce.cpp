@@ -86,7 +86,7 @@ void argmax(rt::host::ThreadPool & pool, ggml_tensor * dst) {
 
 } // namespace
 
-bool reduce(rt::Stream & stream, ggml_tensor * node) {
+Status reduce(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     switch (node->op) {
         case GGML_OP_SUM_ROWS: sum_rows(pool, node, false); return true;

@@ -95,7 +95,7 @@ void run(rt::host::ThreadPool & pool, ggml_tensor * dst, float sin_sign) {
 
 } // namespace
 
-bool rope(rt::Stream & stream, ggml_tensor * node) {
+Status rope(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const float sin_sign = node->op == GGML_OP_ROPE_BACK ? -1.0f : 1.0f;
     if (node->type != GGML_TYPE_F32 && node->type != GGML_TYPE_F16) {

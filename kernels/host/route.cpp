@@ -41,7 +41,7 @@ struct Before {
 
 } // namespace
 
-bool argsort(rt::Stream & stream, ggml_tensor * node) {
+Status argsort(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * src = node->src[0];
     const int64_t n = src->ne[0];
@@ -58,7 +58,7 @@ bool argsort(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool top_k(rt::Stream & stream, ggml_tensor * node) {
+Status top_k(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * src = node->src[0];
     const int64_t n = src->ne[0];
@@ -78,7 +78,7 @@ bool top_k(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool add_id(rt::Stream & stream, ggml_tensor * node) {
+Status add_id(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * a   = node->src[0];
     const ggml_tensor * b   = node->src[1];

@@ -10,7 +10,7 @@
 
 namespace standin::kernels::host {
 
-bool scale(rt::Stream & stream, ggml_tensor * node) {
+Status scale(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * src = node->src[0];
     float s = 0.0f, b = 0.0f;

@@ -126,7 +126,7 @@ void acc(rt::host::ThreadPool & pool, ggml_tensor * dst) {
 
 } // namespace
 
-bool shape(rt::Stream & stream, ggml_tensor * node) {
+Status shape(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     switch (node->op) {
         case GGML_OP_CONCAT: concat(pool, node); return true;

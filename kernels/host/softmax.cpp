@@ -76,7 +76,7 @@ double exp_shifted(float * y, const float * w, int64_t n, float mx) {
 
 } // namespace
 
-bool softmax(rt::Stream & stream, ggml_tensor * node) {
+Status softmax(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * src  = node->src[0];
     const ggml_tensor * mask = node->src[1];

@@ -39,7 +39,7 @@ template <typename T = float> const T * at(const ggml_tensor * t, int64_t i1, in
 
 } // namespace
 
-bool ssm_conv(rt::Stream & stream, ggml_tensor * node) {
+Status ssm_conv(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * sx = node->src[0];
     const ggml_tensor * w  = node->src[1];
     const int64_t d_conv = w->ne[0], d_inner = node->ne[0], n_t = node->ne[1], n_s = node->ne[2];
@@ -62,7 +62,7 @@ bool ssm_conv(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool ssm_scan(rt::Stream & stream, ggml_tensor * node) {
+Status ssm_scan(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * S  = node->src[0];  // {d_state, head_dim, n_head, n_states}
     const ggml_tensor * X  = node->src[1];  // {head_dim, n_head, n_t, n_s}
     const ggml_tensor * DT = node->src[2];  // {n_head, n_t, n_s}

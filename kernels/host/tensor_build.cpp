@@ -33,7 +33,7 @@ int64_t wrap(int64_t i, int64_t n) { return ((i % n) + n) % n; }
 
 } // namespace
 
-bool set(rt::Stream & stream, ggml_tensor * node) {
+Status set(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src0 = node->src[0];
     const ggml_tensor * src1 = node->src[1];
     const size_t nb1 = size_t(op_i32(node, 0)), nb2 = size_t(op_i32(node, 1)), nb3 = size_t(op_i32(node, 2));
@@ -59,7 +59,7 @@ bool set(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool roll(rt::Stream & stream, ggml_tensor * node) {
+Status roll(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t s0 = op_i32(node, 0), s1 = op_i32(node, 1), s2 = op_i32(node, 2), s3 = op_i32(node, 3);
     const int64_t n = node->ne[0];
@@ -78,7 +78,7 @@ bool roll(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool arange(rt::Stream & stream, ggml_tensor * node) {
+Status arange(rt::Stream & stream, ggml_tensor * node) {
     const float start = op_f32(node, 0), step = op_f32(node, 2);
     float * y = static_cast<float *>(node->data);
     pool_of(stream).parallel_for(node->ne[0], 16384, [&](int64_t i0, int64_t i1) {
@@ -87,7 +87,7 @@ bool arange(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool timestep_embedding(rt::Stream & stream, ggml_tensor * node) {
+Status timestep_embedding(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int dim = op_i32(node, 0), max_period = op_i32(node, 1);
     const int half = dim / 2;

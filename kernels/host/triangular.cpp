@@ -43,7 +43,7 @@ bool tri_keeps(int type, int64_t i0, int64_t i1) {
 
 } // namespace
 
-bool cumsum(rt::Stream & stream, ggml_tensor * node) {
+Status cumsum(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t n = node->ne[0];
     pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
@@ -60,7 +60,7 @@ bool cumsum(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool tri(rt::Stream & stream, ggml_tensor * node) {
+Status tri(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int type = op_i32(node, 0);
     const int64_t n = node->ne[0];
@@ -75,7 +75,7 @@ bool tri(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool fill(rt::Stream & stream, ggml_tensor * node) {
+Status fill(rt::Stream & stream, ggml_tensor * node) {
     const float c = op_f32(node, 0);
     const int64_t n = node->ne[0];
     pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
@@ -87,7 +87,7 @@ bool fill(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool diag(rt::Stream & stream, ggml_tensor * node) {
+Status diag(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t n = node->ne[0];
     pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
@@ -103,7 +103,7 @@ bool diag(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool solve_tri(rt::Stream & stream, ggml_tensor * node) {
+Status solve_tri(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     const int64_t k = node->ne[0];  // right-hand sides
@@ -134,7 +134,7 @@ bool solve_tri(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-bool diag_mask_inf(rt::Stream & stream, ggml_tensor * node) {
+Status diag_mask_inf(rt::Stream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t n_past = op_i32(node, 0);
     const int64_t n = node->ne[0];

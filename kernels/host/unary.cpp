@@ -94,7 +94,7 @@ bool apply8(ggml_unary_op op, float * v, int64_t n) {
 
 } // namespace
 
-bool unary(rt::Stream & stream, ggml_tensor * node) {
+Status unary(rt::Stream & stream, ggml_tensor * node) {
     auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
     const ggml_tensor * src = node->src[0];
     const ggml_unary_op op = ggml_get_unary_op(node);

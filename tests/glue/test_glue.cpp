@@ -2,9 +2,12 @@
 // devices, buffer types, buffers, backends, events and graph compute.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "diag/config.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -25,6 +28,12 @@ ggml_backend_dev_t host0() {
     }
     return nullptr;
 }
+
+std::vector<std::string> & captured() {
+    static std::vector<std::string> lines;
+    return lines;
+}
+void capture_log(ggml_log_level, const char * text, void *) { captured().emplace_back(text); }
 
 } // namespace
 
@@ -213,4 +222,58 @@ TEST(Glue, ProcAddressesAndFeatures) {
         if (std::string(f->name) == "MODE") mode = std::string(f->value) == "standalone";
     }
     EXPECT_TRUE(mode);
+}
+
+// A kernel that cannot get scratch memory is an out-of-memory condition, not
+// an unsupported node: graph compute answers GGML_STATUS_ALLOC_FAILED and the
+// log names the node and says out of memory. The ctest glue.fault.scratch
+// runs this with GGML_STANDIN_FAULT=scratch (the configuration is read once
+// per process); without the fault the same graph must compute.
+TEST(GlueKernelStatus, ScratchFailureIsAllocFailed) {
+    const bool fault = diag::config().fault_at("scratch");
+    ggml_backend_dev_t dev = host0();
+    ASSERT_NE(dev, nullptr);
+    ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr);
+    ASSERT_NE(backend, nullptr);
+
+    // Q4_0 weights: the host MUL_MAT quantizes src1 into its scratch.
+    ggml_init_params params = {8 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(params);
+    ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 64, 4);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 2);
+    ggml_tensor * y = ggml_mul_mat(ctx, a, x);
+    ggml_set_name(y, "product");
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ASSERT_NE(buf, nullptr);
+    std::vector<uint8_t> zeros(ggml_nbytes(a), 0);
+    ggml_backend_tensor_set(a, zeros.data(), 0, zeros.size());
+    std::vector<float> ones(size_t(ggml_nelements(x)), 1.0f);
+    ggml_backend_tensor_set(x, ones.data(), 0, ones.size() * sizeof(float));
+
+    captured().clear();
+    ggml_log_set(capture_log, nullptr);
+    const ggml_status st = ggml_backend_graph_compute(backend, gf);
+    ggml_log_set(nullptr, nullptr);
+
+    if (fault) {
+        EXPECT_EQ(st, GGML_STATUS_ALLOC_FAILED);
+        int named = 0;
+        for (const std::string & l : captured()) {
+            named += l.find("STANDIN_HOST0") != std::string::npos && l.find("MUL_MAT") != std::string::npos &&
+                     l.find("'product'") != std::string::npos && l.find("out of memory") != std::string::npos;
+        }
+        EXPECT_EQ(named, 1) << "expected one log line naming the node and saying out of memory";
+        if (st == GGML_STATUS_ALLOC_FAILED && named == 1) std::printf("scratch fault: out of memory reported\n");
+    } else {
+        EXPECT_EQ(st, GGML_STATUS_SUCCESS);
+        std::vector<float> out(size_t(ggml_nelements(y)), 1.0f);
+        ggml_backend_tensor_get(y, out.data(), 0, out.size() * sizeof(float));
+        for (float v : out) EXPECT_EQ(v, 0.0f);  // zero blocks: zero scales
+    }
+
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(backend);
 }
