@@ -78,7 +78,7 @@ bool can_run_locally(const ggml_tensor * node, rt::Kind kind, ggml_backend_dev_t
 }
 
 rt::Device * device_for(OuterDev & dev) {
-    const rt::Kind kind = rt::Kind(dev.local_kind);
+    const rt::Kind kind = *dev.local_kind;
     if (kind == rt::Kind::host) {
         static rt::host::HostDevice host(0, 0);
         return &host;
@@ -98,10 +98,10 @@ rt::Stream * stream_for(OuterBackend & b) {
     if (b.local_stream == nullptr) {
         rt::Device * d = device_for(*b.dev);
         if (d == nullptr) return nullptr;
-        b.local_stream = d->create_stream().release();
-        if (b.n_threads > 0) static_cast<rt::Stream *>(b.local_stream)->set_threads(b.n_threads);
+        b.local_stream = d->create_stream();
+        if (b.n_threads > 0) b.local_stream->set_threads(b.n_threads);
     }
-    return static_cast<rt::Stream *>(b.local_stream);
+    return b.local_stream.get();
 }
 
 ggml_status forward_whole(OuterBackend & b, ggml_cgraph * g) {
@@ -208,23 +208,23 @@ LocalOps parse_local_ops(const std::string & spec, std::string & warnings) {
 void set_local_ops(const LocalOps & ops) { local_state() = ops; }
 const LocalOps & local_ops() { return local_state(); }
 
-int local_kind_for(ggml_backend_dev_t inner) {
+rt::Kind local_kind_for(ggml_backend_dev_t inner) {
     const enum ggml_backend_dev_type t = inner->iface.get_type(inner);
     const char * reg_name = inner->reg ? inner->reg->iface.get_name(inner->reg) : "";
     if (t == GGML_BACKEND_DEVICE_TYPE_GPU && std::strcmp(reg_name, "CUDA") == 0 && rt::cuda_compiled()) {
-        return int(rt::Kind::cuda);
+        return rt::Kind::cuda;
     }
     // Any other device: the host kernels, on its host memory in place and on
     // its device memory through staging (Note [staging]).
-    return int(rt::Kind::host);
+    return rt::Kind::host;
 }
 
 ggml_status route_graph(OuterBackend & b, ggml_cgraph * g) {
     const int n = ggml_graph_n_nodes(g);
-    if (local_state().none() || b.dev->local_kind < 0) {
+    if (local_state().none() || !b.dev->local_kind) {
         return forward_whole(b, g);
     }
-    const rt::Kind kind = rt::Kind(b.dev->local_kind);
+    const rt::Kind kind = *b.dev->local_kind;
     std::vector<Place> place(size_t(n), Place::forward);
     std::vector<std::pair<audit::Refusal, const char *>> refusals(size_t(n), {audit::Refusal::count, nullptr});
     bool any_local = false;
@@ -282,13 +282,12 @@ ggml_status route_graph(OuterBackend & b, ggml_cgraph * g) {
 
 void set_local_threads(OuterBackend & b, int n) {
     b.n_threads = n;
-    if (b.local_stream != nullptr && n > 0) static_cast<rt::Stream *>(b.local_stream)->set_threads(n);
+    if (b.local_stream != nullptr && n > 0) b.local_stream->set_threads(n);
 }
 
 void release_local_stream(OuterBackend & b) {
     release_staging(b);
-    delete static_cast<rt::Stream *>(b.local_stream);
-    b.local_stream = nullptr;
+    b.local_stream.reset();
 }
 
 } // namespace standin::interpose

@@ -29,9 +29,9 @@ LocalOps parse_local_ops(const std::string & spec, std::string & warnings);
 void set_local_ops(const LocalOps & ops);
 const LocalOps & local_ops();
 
-// The rt::Kind (as int) of the kernels local dispatch uses on this real device
-// (-1: none): CUDA for a real CUDA device when standin has CUDA, host otherwise.
-int local_kind_for(ggml_backend_dev_t inner);
+// The kind of kernels local dispatch uses on this real device: CUDA for a
+// real CUDA device when standin has CUDA, host otherwise.
+rt::Kind local_kind_for(ggml_backend_dev_t inner);
 
 ggml_status route_graph(OuterBackend & backend, ggml_cgraph * graph);
 void        release_local_stream(OuterBackend & backend);

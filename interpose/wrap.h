@@ -13,12 +13,15 @@
 //    is counted by the audit (Note [audit]).
 #pragma once
 
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ggml-backend-impl.h"
 #include "interpose/loader.h"
+#include "runtime/runtime.h"
 
 namespace standin::interpose {
 
@@ -38,7 +41,7 @@ struct OuterDev {
     std::string          name;         // STANDIN_<real name>, or the real one (Note [interposed names])
     std::string          description;  // "standin over <real description>"
     std::string          device_id;    // our copy of the real props.device_id
-    int                  local_kind = -1;  // rt::Kind of our kernels for local dispatch, -1 = none
+    std::optional<rt::Kind> local_kind;  // of our kernels for local dispatch; none: forward everything
 };
 
 struct OuterBuft {
@@ -77,7 +80,7 @@ struct OuterBackend {
     ggml_backend * inner = nullptr;
     OuterDev *     dev   = nullptr;
     std::string    name;
-    void *         local_stream = nullptr;  // rt::Stream for local dispatch (router.cpp), created lazily
+    std::unique_ptr<rt::Stream> local_stream;  // for local dispatch (router.cpp), created lazily
     void *         staging = nullptr;       // host arena for staged runs (staging.cpp, Note [staging])
     int            n_threads = 0;           // set_n_threads, for the local stream too (0: its default)
     SwapPlan       swap_plan;               // of the last graph forwarded whole (Note [swap plan])

@@ -56,7 +56,7 @@ int next_work(ggml_cgraph * g, int i) {
     return -1;
 }
 
-FusedRun run_fused_cuda(rt::Stream & stream, ggml_cgraph * g, int i) {
+FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i) {
     FusedRun r;
     ggml_tensor * node = ggml_graph_node(g, i);
     const int j = next_work(g, i);
@@ -154,7 +154,7 @@ int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes) {
 
 FusedRun run_fused(rt::Kind kind, rt::Stream & stream, ggml_cgraph * graph, int i) {
 #ifdef STANDIN_WITH_CUDA
-    if (kind == rt::Kind::cuda) return run_fused_cuda(stream, graph, i);
+    if (kind == rt::Kind::cuda) return run_fused_cuda(cuda_stream(stream), graph, i);
 #endif
     (void) kind;
     (void) stream;

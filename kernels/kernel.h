@@ -8,6 +8,13 @@
 #include "ggml.h"
 #include "runtime/runtime.h"
 
+namespace standin::rt::host {
+class HostStream;
+}
+namespace standin::rt::cuda {
+class CudaStream;
+}
+
 namespace standin::kernels {
 
 // A kernel's outcome. unsupported: a case its support predicate should have
@@ -23,7 +30,10 @@ struct Status {
     constexpr explicit operator bool() const { return code == ok; }
 };
 
-using KernelFn  = Status (*)(rt::Stream & stream, ggml_tensor * node);
-using SupportFn = bool (*)(const ggml_tensor * node);
+// A kernel entry per device kind, taking that kind's stream: the op table
+// narrows the stream once (kernels::run_node), so no kernel casts one.
+using HostKernelFn = Status (*)(rt::host::HostStream & stream, ggml_tensor * node);
+using CudaKernelFn = Status (*)(rt::cuda::CudaStream & stream, ggml_tensor * node);
+using SupportFn    = bool (*)(const ggml_tensor * node);
 
 } // namespace standin::kernels

@@ -17,11 +17,11 @@
 #include "kernels/op_table.h"
 #ifdef STANDIN_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
-#define SI_CUDA(pred, fn) DeviceImpl{pred, fn}
-#define SI_CUDA_UNPROVEN(pred, fn) DeviceImpl{pred, fn, false}
+#define SI_CUDA(pred, fn) CudaImpl{pred, fn}
+#define SI_CUDA_UNPROVEN(pred, fn) CudaImpl{pred, fn, false}
 #else
-#define SI_CUDA(pred, fn) DeviceImpl{}
-#define SI_CUDA_UNPROVEN(pred, fn) DeviceImpl{}
+#define SI_CUDA(pred, fn) CudaImpl{}
+#define SI_CUDA_UNPROVEN(pred, fn) CudaImpl{}
 #endif
 
 namespace standin::kernels::rows {

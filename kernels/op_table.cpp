@@ -2,8 +2,13 @@
 
 #include <array>
 
+#include "diag/check.h"
 #include "diag/config.h"
 #include "kernels/op_rows.h"
+#include "runtime/host/host_device.h"
+#ifdef STANDIN_WITH_CUDA
+#include "runtime/cuda/cuda_device.h"
+#endif
 
 namespace standin::kernels {
 
@@ -401,16 +406,17 @@ int sub_op_of(const ggml_tensor * node) {
     }
 }
 
-// The row's entry for a device kind, or nullptr when that kind has none it
-// may claim (an unproven kernel without GGML_STANDIN_CUDA_UNPROVEN=1).
-const DeviceImpl * impl_for(const OpRow & row, rt::Kind kind) {
-    const DeviceImpl * impl = nullptr;
-    switch (kind) {
-        case rt::Kind::host: impl = &row.host; break;
-        case rt::Kind::cuda: impl = &row.cuda; break;
-        case rt::Kind::sycl: return nullptr;
+// Whether a device's entry claims the node: it has a predicate that accepts
+// it, and is proven or GGML_STANDIN_CUDA_UNPROVEN=1 is set.
+template <typename Fn> bool claims(const DeviceImpl<Fn> & impl, const ggml_tensor * node) {
+    return (impl.proven || diag::config().cuda_unproven) && impl.supports != nullptr && impl.supports(node);
+}
+
+template <typename Fn, typename S> Status run_entry(const DeviceImpl<Fn> & impl, S & stream, ggml_tensor * node) {
+    if (!claims(impl, node)) {
+        return Status::unsupported;
     }
-    return impl->proven || diag::config().cuda_unproven ? impl : nullptr;
+    return impl.run == nullptr ? Status(Status::ok) : impl.run(stream, node);
 }
 
 } // namespace
@@ -451,17 +457,42 @@ bool supports(rt::Kind kind, const ggml_tensor * node) {
     if (row == nullptr) {
         return false;
     }
-    const DeviceImpl * impl = impl_for(*row, kind);
-    return impl != nullptr && impl->supports != nullptr && impl->supports(node);
+    switch (kind) {
+        case rt::Kind::host: return claims(row->host, node);
+        case rt::Kind::cuda: return claims(row->cuda, node);
+        case rt::Kind::sycl: return false;
+    }
+    return false;
 }
+
+rt::host::HostStream & host_stream(rt::Stream & stream) {
+    SI_ASSERT_MSG(stream.kind() == rt::Kind::host, "a host kernel was given another kind's stream");
+    return static_cast<rt::host::HostStream &>(stream);
+}
+
+#ifdef STANDIN_WITH_CUDA
+rt::cuda::CudaStream & cuda_stream(rt::Stream & stream) {
+    SI_ASSERT_MSG(stream.kind() == rt::Kind::cuda, "a CUDA kernel was given another kind's stream");
+    return static_cast<rt::cuda::CudaStream &>(stream);
+}
+#endif
 
 Status run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node) {
     const OpRow * row = find_row(node);
-    const DeviceImpl * impl = row ? impl_for(*row, kind) : nullptr;
-    if (impl == nullptr || impl->supports == nullptr || !impl->supports(node)) {
-        return false;
+    if (row == nullptr) {
+        return Status::unsupported;
     }
-    return impl->run == nullptr ? Status(Status::ok) : impl->run(stream, node);
+    switch (kind) {
+        case rt::Kind::host: return run_entry(row->host, host_stream(stream), node);
+        case rt::Kind::cuda:
+#ifdef STANDIN_WITH_CUDA
+            return run_entry(row->cuda, cuda_stream(stream), node);
+#else
+            return Status::unsupported;  // no CUDA kernels in this build
+#endif
+        case rt::Kind::sycl: return Status::unsupported;
+    }
+    return Status::unsupported;
 }
 
 } // namespace standin::kernels

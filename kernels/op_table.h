@@ -1,9 +1,9 @@
 // Note [op table]
 // The one table of ops standin implements. Each row gives, per device kind, the
 // support predicate and the kernel entry, and whether interposed mode may run
-// the op locally. supports_op, graph_compute dispatch and (later) the
-// interposition router all read this table and nothing else, so "claimed" and
-// "runnable" cannot drift apart.
+// the op locally. supports_op, graph_compute dispatch and the interposition
+// router (interpose/router.cpp) all read this table and nothing else, so
+// "claimed" and "runnable" cannot drift apart.
 #pragma once
 
 #include <vector>
@@ -13,19 +13,21 @@
 
 namespace standin::kernels {
 
-struct DeviceImpl {
+template <typename KernelFn> struct DeviceImpl {
     SupportFn supports = nullptr;  // nullptr: not available on this device
     KernelFn  run      = nullptr;  // nullptr with supports set: a no-op (views)
     // False for a kernel written but not yet run against ggml-cpu on its
     // device (test-backend-ops): claimed only with GGML_STANDIN_CUDA_UNPROVEN=1.
     bool      proven   = true;
 };
+using HostImpl = DeviceImpl<HostKernelFn>;
+using CudaImpl = DeviceImpl<CudaKernelFn>;
 
 struct OpRow {
     ggml_op    op;
     int        sub;     // ggml_unary_op / ggml_glu_op for UNARY/GLU rows, -1 otherwise
-    DeviceImpl host;
-    DeviceImpl cuda;
+    HostImpl   host;
+    CudaImpl   cuda;
     bool       local;   // interposed mode may dispatch it to standin's kernels
 };
 
@@ -42,6 +44,14 @@ bool is_view_op(ggml_op op);
 
 // Runs one node: unsupported when no row of this kind claims it or the kernel
 // refused it, out_of_memory when the kernel's scratch could not be had.
+// `stream` must be a stream of a device of this kind.
 Status run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node);
+
+// The stream as its kind's type, for callers of one kind's kernels (fusion):
+// the one place a stream is narrowed, checked against the stream's kind.
+rt::host::HostStream & host_stream(rt::Stream & stream);
+#ifdef STANDIN_WITH_CUDA
+rt::cuda::CudaStream & cuda_stream(rt::Stream & stream);
+#endif
 
 } // namespace standin::kernels

@@ -36,6 +36,10 @@ class Stream {
 public:
     virtual ~Stream() = default;
 
+    // The kind of device the stream belongs to (kernels::run_node checks it
+    // before handing the stream to that kind's kernels).
+    virtual Kind kind() const = 0;
+
     virtual void copy_to_device(void * dst, const void * host_src, size_t n)   = 0;
     virtual void copy_to_host(void * host_dst, const void * src, size_t n)     = 0;
     virtual void copy_on_device(void * dst, const void * src, size_t n)        = 0;

@@ -61,7 +61,7 @@ __device__ __forceinline__ int64_t offset_of(const Shape & s, int64_t k) {
     return i0 * s.nb[0] + i1 * s.nb[1] + i2 * s.nb[2] + i3 * s.nb[3];
 }
 
-inline cudaStream_t stream_of(rt::Stream & s) { return static_cast<rt::cuda::CudaStream &>(s).begin_launch(); }
+inline cudaStream_t stream_of(rt::cuda::CudaStream & s) { return s.begin_launch(); }
 
 // Grid for n elements, capped so huge tensors loop (grid-stride) instead of overflowing.
 inline unsigned grid_for(int64_t n, int block) {

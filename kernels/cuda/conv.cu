@@ -184,7 +184,7 @@ const char * cd(const ggml_tensor * t) { return static_cast<const char *>(t->dat
 
 } // namespace
 
-Status im2col(rt::Stream & stream, ggml_tensor * node) {
+Status im2col(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *k = node->src[0], *a = node->src[1];
     const bool is_2d = op_i32(node, 6) == 1;
     const int64_t n = ggml_nelements(node);
@@ -196,7 +196,7 @@ Status im2col(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status im2col_3d(rt::Stream & stream, ggml_tensor * node) {
+Status im2col_3d(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *k = node->src[0], *a = node->src[1];
     const int64_t IC = op_i32(node, 9);
     const int64_t n = ggml_nelements(node);
@@ -209,7 +209,7 @@ Status im2col_3d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_2d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_2d(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *k = node->src[0], *a = node->src[1];
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
@@ -219,7 +219,7 @@ Status conv_2d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_2d_dw(rt::Stream & stream, ggml_tensor * node) {
+Status conv_2d_dw(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *k = node->src[0], *a = node->src[1];
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
@@ -229,7 +229,7 @@ Status conv_2d_dw(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_transpose_1d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_transpose_1d(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *k = node->src[0], *a = node->src[1];
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
@@ -239,7 +239,7 @@ Status conv_transpose_1d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_transpose_2d(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *k = node->src[0], *a = node->src[1];
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
@@ -249,7 +249,7 @@ Status conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_3d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_3d(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *k = node->src[0], *a = node->src[1];
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
@@ -262,7 +262,7 @@ Status conv_3d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status col2im_1d(rt::Stream & stream, ggml_tensor * node) {
+Status col2im_1d(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;

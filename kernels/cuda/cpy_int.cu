@@ -30,7 +30,7 @@ template <typename S, typename D> void launch(ggml_tensor * node, cudaStream_t s
 
 } // namespace
 
-Status copy_any(rt::Stream & stream, ggml_tensor * node) {
+Status copy_any(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     if (!host::is_elem_copy(node)) {
         return copy(stream, node);
     }

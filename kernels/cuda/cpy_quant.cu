@@ -67,7 +67,7 @@ bool is_float(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || 
 
 } // namespace
 
-Status copy_quant(rt::Stream & stream, ggml_tensor * node) {
+Status copy_quant(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const ggml_type st = src->type, dt = node->type;
     int mode;

@@ -59,7 +59,7 @@ const char * cd(const ggml_tensor * t) { return static_cast<const char *>(t->dat
 
 } // namespace
 
-Status dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_comb(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *m = node->src[0], *s = node->src[1], *b = node->src[2];
     const int64_t n = m->ne[1];
     if (n == 0) return true;
@@ -70,7 +70,7 @@ Status dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_pre(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *x = node->src[0], *w = node->src[1];
     const int64_t n = x->ne[0] * x->ne[2];
     if (n == 0) return true;
@@ -80,7 +80,7 @@ Status dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status dsv4_hc_post(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_post(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *x = node->src[0], *r = node->src[1], *p = node->src[2], *c = node->src[3];
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;

@@ -66,7 +66,7 @@ template <int OP> void launch_binary(cudaStream_t st, ggml_tensor * node) {
 
 } // namespace
 
-Status binary(rt::Stream & stream, ggml_tensor * node) {
+Status binary(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     cudaStream_t st = stream_of(stream);
     switch (node->op) {
         case GGML_OP_ADD: launch_binary<GGML_OP_ADD>(st, node); break;
@@ -79,7 +79,7 @@ Status binary(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status scale(rt::Stream & stream, ggml_tensor * node) {
+Status scale(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     float s = 0.0f, b = 0.0f;
     std::memcpy(&s, reinterpret_cast<const float *>(node->op_params) + 0, sizeof(float));
     std::memcpy(&b, reinterpret_cast<const float *>(node->op_params) + 1, sizeof(float));
@@ -90,7 +90,7 @@ Status scale(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status copy(rt::Stream & stream, ggml_tensor * node) {
+Status copy(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t n = ggml_nelements(src);
     if (n != ggml_nelements(node)) {

@@ -397,7 +397,7 @@ template <int T> void launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, 
 
 } // namespace
 
-Status flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
+Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * q = node->src[0];
     const ggml_tensor * k = node->src[1];
     const ggml_tensor * v = node->src[2];
@@ -440,7 +440,7 @@ Status flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
     if (p.nq == 0 || p.nh == 0 || p.nq3 == 0 || p.DV == 0) {
         return true;
     }
-    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+    auto & cs = stream;
     if (fa::tc_applies(p, t == GGML_TYPE_F16)) {
         fa::launch_tc(p, cs.begin_launch());
         SI_CUDA_LAUNCH_CHECK();

@@ -42,7 +42,7 @@ __global__ void get_rows_kernel(Shape d, Shape a, Shape ix, char * dd, const cha
 
 } // namespace
 
-Status get_rows(rt::Stream & stream, ggml_tensor * node) {
+Status get_rows(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const ggml_tensor * idx = node->src[1];
     if (idx->type != GGML_TYPE_I32 || !(src->type == GGML_TYPE_I32 || quant::can_decode(src->type))) {

@@ -85,9 +85,9 @@ __global__ void glu_kernel(Shape d, Shape a, Shape b, char * dd, const char * ad
 
 } // namespace
 
-Status glu(rt::Stream & stream, ggml_tensor * node) { return glu_quant(stream, node, nullptr, nullptr); }
+Status glu(rt::cuda::CudaStream & stream, ggml_tensor * node) { return glu_quant(stream, node, nullptr, nullptr); }
 
-Status glu_quant(rt::Stream & stream, ggml_tensor * node, int8_t * q, float2 * ds) {
+Status glu_quant(rt::cuda::CudaStream & stream, ggml_tensor * node, int8_t * q, float2 * ds) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     if ((a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16) || node->type != a->type ||

@@ -59,7 +59,7 @@ __global__ void group_norm_kernel(Shape d, Shape a, char * dd, char * ad, int64_
 
 } // namespace
 
-Status l2_norm(rt::Stream & stream, ggml_tensor * node) {
+Status l2_norm(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t rows = ggml_nrows(node);
     if (ggml_nelements(node) == 0) return true;
     const ggml_tensor * a = node->src[0];
@@ -70,7 +70,7 @@ Status l2_norm(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status group_norm(rt::Stream & stream, ggml_tensor * node) {
+Status group_norm(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const int64_t groups = op_i32(node, 0);
     if (ggml_nelements(node) == 0) return true;

@@ -129,7 +129,7 @@ Pool pool_of(const ggml_tensor * n, bool two_d) {
 }
 
 // One launch of kernel over node's elements with (dst, src0) shapes and data.
-template <typename K, typename P> bool launch(rt::Stream & stream, ggml_tensor * node, K kernel, const P & p) {
+template <typename K, typename P> bool launch(rt::cuda::CudaStream & stream, ggml_tensor * node, K kernel, const P & p) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor * a = node->src[0];
@@ -142,20 +142,20 @@ template <typename K, typename P> bool launch(rt::Stream & stream, ggml_tensor *
 
 } // namespace
 
-Status pool_1d(rt::Stream & stream, ggml_tensor * node) { return launch(stream, node, pool_1d_kernel, pool_of(node, false)); }
+Status pool_1d(rt::cuda::CudaStream & stream, ggml_tensor * node) { return launch(stream, node, pool_1d_kernel, pool_of(node, false)); }
 
-Status pool_2d(rt::Stream & stream, ggml_tensor * node) { return launch(stream, node, pool_2d_kernel, pool_of(node, true)); }
+Status pool_2d(rt::cuda::CudaStream & stream, ggml_tensor * node) { return launch(stream, node, pool_2d_kernel, pool_of(node, true)); }
 
-Status upscale(rt::Stream & stream, ggml_tensor * node) {
+Status upscale(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     return launch(stream, node, upscale_kernel, upscale::params_of(node, op_i32(node, 0)));
 }
 
-Status pad(rt::Stream & stream, ggml_tensor * node) {
+Status pad(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const Pad p{{op_i32(node, 0), op_i32(node, 2), op_i32(node, 4), op_i32(node, 6)}, op_i32(node, 8) != 0};
     return launch(stream, node, pad_kernel, p);
 }
 
-Status pad_reflect_1d(rt::Stream & stream, ggml_tensor * node) {
+Status pad_reflect_1d(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     return launch(stream, node, pad_reflect_kernel, int64_t(op_i32(node, 0)));
 }
 

@@ -40,7 +40,7 @@ __global__ void indexer_kernel(Shape d, Shape q, Shape k, Shape w, Shape m, char
 
 } // namespace
 
-Status lightning_indexer(rt::Stream & stream, ggml_tensor * node) {
+Status lightning_indexer(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *q = node->src[0], *k = node->src[1], *w = node->src[2], *m = node->src[3];
     if (k->ne[2] == 0 || q->ne[3] == 0 || q->ne[2] == 0) return true;
     if (q->ne[3] > 65535) return false;  // the CUDA predicate refuses these

@@ -107,7 +107,7 @@ template <typename F> void allow_smem(F kernel) {
 
 const float * f(const ggml_tensor * t) { return t ? static_cast<const float *>(t->data) : nullptr; }
 
-template <Kind K> bool run_wkv(rt::Stream & stream, ggml_tensor * node, int n_src, float scale) {
+template <Kind K> bool run_wkv(rt::cuda::CudaStream & stream, ggml_tensor * node, int n_src, float scale) {
     const ggml_tensor * state = node->src[n_src - 1];
     const Wkv w = wkv_of(node, state);
     if (w.S > kMaxS || w.S <= 0) return false;  // the CUDA predicate refuses these
@@ -190,15 +190,15 @@ __global__ void delta_net_kernel(Gdn p) {
 
 } // namespace
 
-Status rwkv_wkv6(rt::Stream & stream, ggml_tensor * node) { return run_wkv<Kind::wkv6>(stream, node, 6, 1.0f); }
+Status rwkv_wkv6(rt::cuda::CudaStream & stream, ggml_tensor * node) { return run_wkv<Kind::wkv6>(stream, node, 6, 1.0f); }
 
-Status gated_linear_attn(rt::Stream & stream, ggml_tensor * node) {
+Status gated_linear_attn(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     return run_wkv<Kind::gla>(stream, node, 5, op_f32(node, 0));
 }
 
-Status rwkv_wkv7(rt::Stream & stream, ggml_tensor * node) { return run_wkv<Kind::wkv7>(stream, node, 7, 1.0f); }
+Status rwkv_wkv7(rt::cuda::CudaStream & stream, ggml_tensor * node) { return run_wkv<Kind::wkv7>(stream, node, 7, 1.0f); }
 
-Status gated_delta_net(rt::Stream & stream, ggml_tensor * node) {
+Status gated_delta_net(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     Gdn p;
     const ggml_tensor * const * s = node->src;
     p.q = shape_of(s[0]);

@@ -21,7 +21,7 @@ __global__ void math_kernel(Shape d, Shape a, char * dd, const char * ad, mathop
 
 } // namespace
 
-Status math(rt::Stream & stream, ggml_tensor * node) {
+Status math(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor * a = node->src[0];

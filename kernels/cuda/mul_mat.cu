@@ -237,7 +237,7 @@ Status mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan
 
 } // namespace mm
 
-Status mul_mat(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     if (!mm::vec_type_ok(a->type) || node->type != GGML_TYPE_F32 || a->ne[2] <= 0 || a->ne[3] <= 0) {
@@ -246,7 +246,7 @@ Status mul_mat(rt::Stream & stream, ggml_tensor * node) {
     if (ggml_nelements(node) == 0) {
         return true;
     }
-    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+    auto & cs = stream;
     const plan::Problem problem = mm::problem_for(a, b, cs.sm_count());
     const plan::Choice c = plan::choose(problem);
     cudaStream_t st = cs.begin_launch();

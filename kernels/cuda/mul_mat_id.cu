@@ -160,7 +160,7 @@ bool run_grouped(ggml_type t, const mm::IdArgs & p, cudaStream_t st) {
 
 } // namespace
 
-Status mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat_id(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * as  = node->src[0];
     const ggml_tensor * b   = node->src[1];
     const ggml_tensor * ids = node->src[2];

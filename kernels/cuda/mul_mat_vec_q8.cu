@@ -417,8 +417,8 @@ bool mul_mat_group_ok(const ggml_tensor * first, const ggml_tensor * next) {
            next->type == GGML_TYPE_F32 && mm::same_src1(first->src[1], next->src[1]) && vec(first) && vec(next);
 }
 
-Status mul_mat_group(rt::Stream & stream, ggml_tensor * const * nodes, int n) {
-    return mm::mul_mat_q8_group(static_cast<rt::cuda::CudaStream &>(stream), nodes, n);
+Status mul_mat_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n) {
+    return mm::mul_mat_q8_group(stream, nodes, n);
 }
 
 bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm) {
@@ -426,8 +426,8 @@ bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm) {
            ggml_is_contiguous(mul) && plan::choose(mm::problem_for(mm->src[0], mul, 1)).path == plan::Path::vec_int;
 }
 
-Status norm_mul_mat(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n) {
-    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+Status norm_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n) {
+    auto & cs = stream;
     cudaStream_t st = cs.begin_launch();
     mm::QuantizedY y = mm::reserve_y(cs, mul->ne[0], ggml_nrows(mul), st);
     if (!y.ok) return Status::out_of_memory;
@@ -442,8 +442,8 @@ bool glu_mul_mat_ok(const ggml_tensor * glu, const ggml_tensor * mm) {
            norm_mul_mat_ok(glu, mm);
 }
 
-Status glu_mul_mat(rt::Stream & stream, ggml_tensor * glu, ggml_tensor * mm, const ggml_tensor * add) {
-    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+Status glu_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * glu, ggml_tensor * mm, const ggml_tensor * add) {
+    auto & cs = stream;
     cudaStream_t st = cs.begin_launch();
     mm::QuantizedY y = mm::reserve_y(cs, glu->ne[0], ggml_nrows(glu), st);
     if (!y.ok) return Status::out_of_memory;
@@ -474,8 +474,8 @@ bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add) {
            rows_ok(mm) && rows_ok(other) && rows_ok(add);
 }
 
-Status mul_mat_add(rt::Stream & stream, ggml_tensor * mm, const ggml_tensor * add) {
-    auto & cs = static_cast<rt::cuda::CudaStream &>(stream);
+Status mul_mat_add(rt::cuda::CudaStream & stream, ggml_tensor * mm, const ggml_tensor * add) {
+    auto & cs = stream;
     const plan::Choice c = mm::plan_for(mm->src[0], mm->src[1], cs);
     if (c.path == plan::Path::mmq) return mm::mul_mat_mmq(cs, mm, c, add);
     SI_ASSERT_MSG(c.path == plan::Path::vec_int, "mul_mat_add_ok admitted a product with no fused-ADD kernel");

@@ -118,7 +118,7 @@ int threads_for(int64_t n) { return n >= 4096 ? 1024 : n >= 1024 ? 256 : (n >= 1
 
 } // namespace
 
-Status norm(rt::Stream & stream, ggml_tensor * node) {
+Status norm(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     if (src->type != GGML_TYPE_F32 || node->type != GGML_TYPE_F32) {
         return false;  // the support predicate (op_table.cpp) refuses these
@@ -151,11 +151,11 @@ bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul) {
            ggml_can_repeat(w, norm);
 }
 
-Status rms_norm_mul(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul) {
+Status rms_norm_mul(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggml_tensor * mul) {
     return rms_norm_mul_quant(stream, norm, mul, nullptr, nullptr);
 }
 
-Status rms_norm_mul_quant(rt::Stream & stream, ggml_tensor * norm, ggml_tensor * mul, int8_t * q, float2 * ds) {
+Status rms_norm_mul_quant(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggml_tensor * mul, int8_t * q, float2 * ds) {
     const ggml_tensor * src = norm->src[0];
     const ggml_tensor * w = mul->src[1];
     float eps = 0.0f;

@@ -78,7 +78,7 @@ int threads_for(int64_t n) { return n >= 1024 ? 256 : (n >= 128 ? 128 : 32); }
 
 } // namespace
 
-Status reduce(rt::Stream & stream, ggml_tensor * node) {
+Status reduce(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     cudaStream_t st = stream_of(stream);
     const Shape a = shape_of(src);

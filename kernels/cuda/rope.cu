@@ -103,7 +103,7 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
 
 } // namespace
 
-Status rope(rt::Stream & stream, ggml_tensor * node) {
+Status rope(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     if ((node->type != GGML_TYPE_F32 && node->type != GGML_TYPE_F16) || src->type != node->type) {
         return false;  // the support predicate (op_table.cpp) refuses these

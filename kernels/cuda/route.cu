@@ -103,7 +103,7 @@ __global__ void store_kernel(Shape d, char * dd, const Key * keys, int64_t npad,
 }
 
 // Sorts every row of node->src[0]; writes the first n_out indices of each.
-Status sort_rows(rt::Stream & stream, ggml_tensor * node, int64_t n_out, bool desc) {
+Status sort_rows(rt::cuda::CudaStream & stream, ggml_tensor * node, int64_t n_out, bool desc) {
     const ggml_tensor * src = node->src[0];
     const int64_t n = src->ne[0], rows = ggml_nrows(src);
     if (n == 0 || rows == 0 || n_out == 0) return true;
@@ -153,13 +153,13 @@ __global__ void add_id_kernel(Shape d, Shape a, Shape b, Shape ids, char * dd, c
 
 } // namespace
 
-Status argsort(rt::Stream & stream, ggml_tensor * node) {
+Status argsort(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     return sort_rows(stream, node, node->ne[0], op_i32(node, 0) == GGML_SORT_ORDER_DESC);
 }
 
-Status top_k(rt::Stream & stream, ggml_tensor * node) { return sort_rows(stream, node, node->ne[0], true); }
+Status top_k(rt::cuda::CudaStream & stream, ggml_tensor * node) { return sort_rows(stream, node, node->ne[0], true); }
 
-Status add_id(rt::Stream & stream, ggml_tensor * node) {
+Status add_id(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor *a = node->src[0], *b = node->src[1], *ids = node->src[2];

@@ -59,7 +59,7 @@ __global__ void set_rows_kernel(Shape d, Shape s, Shape ix, char * dd, const cha
 
 } // namespace
 
-Status set_rows(rt::Stream & stream, ggml_tensor * node) {
+Status set_rows(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const ggml_tensor * idx = node->src[1];
     const ggml_type dt = node->type;

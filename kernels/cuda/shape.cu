@@ -69,7 +69,7 @@ template <typename E> void launch(ggml_tensor * node, cudaStream_t st) {
 
 } // namespace
 
-Status shape(rt::Stream & stream, ggml_tensor * node) {
+Status shape(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     if ((node->op != GGML_OP_CONCAT && node->op != GGML_OP_REPEAT) || ggml_blck_size(node->type) != 1 ||
         node->src[0]->type != node->type) {
         return false;  // the support predicate (op_table.cpp) refuses these

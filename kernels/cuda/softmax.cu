@@ -70,7 +70,7 @@ __global__ void softmax_kernel(Shape d, Shape a, Shape m, char * dd, const char 
 
 } // namespace
 
-Status softmax(rt::Stream & stream, ggml_tensor * node) {
+Status softmax(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src  = node->src[0];
     const ggml_tensor * mask = node->src[1];
     const ggml_tensor * sink = node->src[2];

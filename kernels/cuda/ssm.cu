@@ -94,7 +94,7 @@ __global__ void ssm_scan_kernel(ScanArgs p) {
 
 } // namespace
 
-Status ssm_conv(rt::Stream & stream, ggml_tensor * node) {
+Status ssm_conv(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor *x = node->src[0], *w = node->src[1];
@@ -105,7 +105,7 @@ Status ssm_conv(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status ssm_scan(rt::Stream & stream, ggml_tensor * node) {
+Status ssm_scan(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     ScanArgs p;
     const ggml_tensor * const * s = node->src;
     p.S = shape_of(s[0]);

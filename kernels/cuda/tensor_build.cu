@@ -111,7 +111,7 @@ __global__ void timestep_kernel(Shape d, Shape a, char * dd, const char * ad, in
 
 } // namespace
 
-Status set(rt::Stream & stream, ggml_tensor * node) {
+Status set(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     if (ggml_nelements(node) == 0) return true;
     cudaStream_t st = stream_of(stream);
     switch (ggml_type_size(node->type)) {
@@ -125,7 +125,7 @@ Status set(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status acc_add1(rt::Stream & stream, ggml_tensor * node) {
+Status acc_add1(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor *a = node->src[0], *b = node->src[1];
@@ -154,7 +154,7 @@ Status acc_add1(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status roll(rt::Stream & stream, ggml_tensor * node) {
+Status roll(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor * a = node->src[0];
@@ -165,7 +165,7 @@ Status roll(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status arange(rt::Stream & stream, ggml_tensor * node) {
+Status arange(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = node->ne[0];
     if (n == 0) return true;
     arange_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(static_cast<float *>(node->data),
@@ -174,7 +174,7 @@ Status arange(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status timestep_embedding(rt::Stream & stream, ggml_tensor * node) {
+Status timestep_embedding(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const int dim = op_i32(node, 0);
     const int64_t n = a->ne[0] * (dim / 2 + 1);

@@ -98,7 +98,7 @@ __global__ void solve_tri_kernel(Shape x, Shape a, Shape b, char * xd, const cha
 
 } // namespace
 
-Status cumsum(rt::Stream & stream, ggml_tensor * node) {
+Status cumsum(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t rows = ggml_nrows(node);
     if (ggml_nelements(node) == 0) return true;
     const ggml_tensor * a = node->src[0];
@@ -108,7 +108,7 @@ Status cumsum(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status tri(rt::Stream & stream, ggml_tensor * node) {
+Status tri(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor * a = node->src[0];
@@ -120,7 +120,7 @@ Status tri(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status fill(rt::Stream & stream, ggml_tensor * node) {
+Status fill(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     fill_kernel<<<grid_for(n, kBlock), kBlock, 0, stream_of(stream)>>>(shape_of(node), static_cast<char *>(node->data),
@@ -129,7 +129,7 @@ Status fill(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status diag(rt::Stream & stream, ggml_tensor * node) {
+Status diag(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor * a = node->src[0];
@@ -139,7 +139,7 @@ Status diag(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status diag_mask_inf(rt::Stream & stream, ggml_tensor * node) {
+Status diag_mask_inf(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = ggml_nelements(node);
     if (n == 0) return true;
     const ggml_tensor * a = node->src[0];
@@ -150,7 +150,7 @@ Status diag_mask_inf(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status solve_tri(rt::Stream & stream, ggml_tensor * node) {
+Status solve_tri(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const int64_t n = node->ne[0] * node->ne[2] * node->ne[3];
     if (ggml_nelements(node) == 0) return true;
     const ggml_tensor *a = node->src[0], *b = node->src[1];

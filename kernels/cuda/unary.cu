@@ -66,7 +66,7 @@ __global__ void unary_kernel(Shape d, Shape a, char * dd, const char * ad, int o
 
 } // namespace
 
-Status unary(rt::Stream & stream, ggml_tensor * node) {
+Status unary(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const auto f_or_h = [](ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16; };
     if (!f_or_h(src->type) || !f_or_h(node->type) || !ggml_are_same_shape(src, node)) {

@@ -62,8 +62,8 @@ template <ggml_op OP> void run(rt::host::ThreadPool & pool, ggml_tensor * dst) {
 
 } // namespace
 
-Status binary(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status binary(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     switch (node->op) {
         case GGML_OP_ADD: run<GGML_OP_ADD>(pool, node); return true;
         case GGML_OP_SUB: run<GGML_OP_SUB>(pool, node); return true;

@@ -42,8 +42,6 @@ namespace standin::kernels::host {
 
 namespace {
 
-rt::host::ThreadPool & pool_of(rt::Stream & s) { return static_cast<rt::host::HostStream &>(s).pool(); }
-
 float ld(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return load_f(t->type, static_cast<const char *>(t->data) + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] +
                                i3 * t->nb[3]);
@@ -88,7 +86,7 @@ Conv2d conv2d_params(const ggml_tensor * n) {
 
 } // namespace
 
-Status im2col(rt::Stream & stream, ggml_tensor * node) {
+Status im2col(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];
     const ggml_tensor * src = node->src[1];
     const Conv2d c = conv2d_params(node);
@@ -100,7 +98,7 @@ Status im2col(rt::Stream & stream, ggml_tensor * node) {
     const int64_t row = IC * KH * KW;
     const size_t es = ggml_type_size(node->type);
     // One task: one output position (ox, oy, n), i.e. one dst row.
-    pool_of(stream).parallel_for(N * OH * OW, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, row)),
+    stream.pool().parallel_for(N * OH * OW, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, row)),
                                  [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t ox = t % OW, oy = (t / OW) % OH, n = t / (OW * OH);
@@ -121,7 +119,7 @@ Status im2col(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status im2col_3d(rt::Stream & stream, ggml_tensor * node) {
+Status im2col_3d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];
     const ggml_tensor * src = node->src[1];
     const int s0 = op_i32(node, 0), s1 = op_i32(node, 1), s2 = op_i32(node, 2);
@@ -134,7 +132,7 @@ Status im2col_3d(rt::Stream & stream, ggml_tensor * node) {
     const int64_t OD = node->ne[3] / N, OH = node->ne[2], OW = node->ne[1];
     const int64_t row = IC * KD * KH * KW;
     const size_t es = ggml_type_size(node->type);
-    pool_of(stream).parallel_for(N * OD * OH * OW, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, row)),
+    stream.pool().parallel_for(N * OD * OH * OW, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, row)),
                                  [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t ox = t % OW, oy = (t / OW) % OH, oz = (t / (OW * OH)) % OD, n = t / (OW * OH * OD);
@@ -158,7 +156,7 @@ Status im2col_3d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_2d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_2d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [KW, KH, IC, OC]
     const ggml_tensor * src = node->src[1];  // [W, H, IC, N]
     const Conv2d c = conv2d_params(node);
@@ -169,7 +167,7 @@ Status conv_2d(rt::Stream & stream, ggml_tensor * node) {
     const std::vector<float> w = dense_f32(k);  // row oc: the patch-ordered weights
     // One task: one output row (oy, n). Its patches are gathered once, then
     // every output channel is a dot product per patch.
-    pool_of(stream).parallel_for(OH * N, 1, [&](int64_t t0, int64_t t1) {
+    stream.pool().parallel_for(OH * N, 1, [&](int64_t t0, int64_t t1) {
         std::vector<float> cols(static_cast<size_t>(OW * patch));
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t oy = t % OH, n = t / OH;
@@ -198,7 +196,7 @@ Status conv_2d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_2d_dw(rt::Stream & stream, ggml_tensor * node) {
+Status conv_2d_dw(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [KW, KH, 1, C]
     const ggml_tensor * src = node->src[1];  // [W, H, C, N]
     const Conv2d c = conv2d_params(node);
@@ -206,7 +204,7 @@ Status conv_2d_dw(rt::Stream & stream, ggml_tensor * node) {
     const int64_t IW = src->ne[0], IH = src->ne[1], C = src->ne[2];
     const int64_t OW = node->ne[0], OH = node->ne[1], N = node->ne[3];
     const std::vector<float> w = dense_f32(k);
-    pool_of(stream).parallel_for(C * N, 1, [&](int64_t t0, int64_t t1) {
+    stream.pool().parallel_for(C * N, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t ch = t % C, n = t / C;
             const float * wc = w.data() + ch * KW * KH;
@@ -230,14 +228,14 @@ Status conv_2d_dw(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_transpose_1d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_transpose_1d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [K, OC, IC]
     const ggml_tensor * src = node->src[1];  // [L, IC]
     const int s0 = op_i32(node, 0);
     const int64_t K = k->ne[0], OC = k->ne[1], IC = k->ne[2], L = src->ne[0];
     const int64_t OL = node->ne[0];
     const std::vector<float> w = dense_f32(k);
-    pool_of(stream).parallel_for(OC, 1, [&](int64_t c0, int64_t c1) {
+    stream.pool().parallel_for(OC, 1, [&](int64_t c0, int64_t c1) {
         for (int64_t oc = c0; oc < c1; ++oc)
             for (int64_t x = 0; x < OL; ++x) {
                 float sum = 0.0f;
@@ -255,7 +253,7 @@ Status conv_transpose_1d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_transpose_2d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [KW, KH, OC, IC]
     const ggml_tensor * src = node->src[1];  // [IW, IH, IC, N]
     const int s = op_i32(node, 0);
@@ -263,7 +261,7 @@ Status conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
     const int64_t IW = src->ne[0], IH = src->ne[1];
     const int64_t W = node->ne[0], H = node->ne[1], N = node->ne[3];
     const std::vector<float> w = dense_f32(k);
-    pool_of(stream).parallel_for(H * OC * N, 1, [&](int64_t t0, int64_t t1) {
+    stream.pool().parallel_for(H * OC * N, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t y = t % H, oc = (t / H) % OC, n = t / (H * OC);
             for (int64_t x = 0; x < W; ++x) {
@@ -288,7 +286,7 @@ Status conv_transpose_2d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status conv_3d(rt::Stream & stream, ggml_tensor * node) {
+Status conv_3d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[0];    // [KW, KH, KD, C * OC]
     const ggml_tensor * src = node->src[1];  // [W, H, D, C * N]
     const int s0 = op_i32(node, 0), s1 = op_i32(node, 1), s2 = op_i32(node, 2);
@@ -300,7 +298,7 @@ Status conv_3d(rt::Stream & stream, ggml_tensor * node) {
     const int64_t patch = C * KD * KH * KW;
     const std::vector<float> w = dense_f32(k);  // row oc: its C * KD * KH * KW weights
     // One task: one output row (oy, oz, n); patches gathered once per row.
-    pool_of(stream).parallel_for(OH * OD * N, 1, [&](int64_t t0, int64_t t1) {
+    stream.pool().parallel_for(OH * OD * N, 1, [&](int64_t t0, int64_t t1) {
         std::vector<float> cols(static_cast<size_t>(OW * patch));
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t oy = t % OH, oz = (t / OH) % OD, n = t / (OH * OD);
@@ -330,11 +328,11 @@ Status conv_3d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status col2im_1d(rt::Stream & stream, ggml_tensor * node) {
+Status col2im_1d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];  // [K * OC, T_in]
     const int64_t s0 = op_i32(node, 0), OC = op_i32(node, 1), p0 = op_i32(node, 2);
     const int64_t K = src->ne[0] / OC, T_in = src->ne[1], T_out = node->ne[0];
-    pool_of(stream).parallel_for(OC * T_out, 1024, [&](int64_t t0, int64_t t1) {
+    stream.pool().parallel_for(OC * T_out, 1024, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t oc = t / T_out, to = t % T_out, ta = to + p0;
             int64_t lo = ta - K + 1 > 0 ? (ta - K + 1 + s0 - 1) / s0 : 0;  // first t_in whose column reaches ta

@@ -28,8 +28,8 @@ inline size_t offset_of(const ggml_tensor * t, int64_t k) {
 
 } // namespace
 
-Status copy(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status copy(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     // CPY writes into its second source (dst is a view of it); DUP/CONT into dst.
     ggml_tensor * dst = node;

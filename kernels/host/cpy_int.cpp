@@ -38,11 +38,11 @@ bool is_elem_copy(const ggml_tensor * node) {
     return conv || same;
 }
 
-Status copy_any(rt::Stream & stream, ggml_tensor * node) {
+Status copy_any(rt::host::HostStream & stream, ggml_tensor * node) {
     if (!is_elem_copy(node)) {
         return copy(stream, node);
     }
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     const char * sd = static_cast<const char *>(src->data);
     char * dd = static_cast<char *>(node->data);

@@ -39,8 +39,8 @@ enum class Mode { encode, decode, blocks };
 
 } // namespace
 
-Status copy_quant(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status copy_quant(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     const ggml_type st = src->type, dt = node->type;
     if (st != dt && !(is_float_type(st) && quant::can_encode(dt)) && !(is_float_type(dt) && quant::can_decode(st))) {

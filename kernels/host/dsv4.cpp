@@ -15,22 +15,20 @@ namespace standin::kernels::host {
 
 namespace {
 
-rt::host::ThreadPool & pool_of(rt::Stream & s) { return static_cast<rt::host::HostStream &>(s).pool(); }
-
 float & el(const ggml_tensor * t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0) {
     return *reinterpret_cast<float *>(static_cast<char *>(t->data) + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2]);
 }
 
 } // namespace
 
-Status dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_comb(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * mix = node->src[0];
     const ggml_tensor * scale = node->src[1];
     const ggml_tensor * base = node->src[2];
     const float eps = op_f32(node, 0);
     const int n_iter = op_i32(node, 1);
     const float sc = el(scale, 2);
-    pool_of(stream).parallel_for(mix->ne[1], 64, [&](int64_t t0, int64_t t1) {
+    stream.pool().parallel_for(mix->ne[1], 64, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             float m[dsv4::kHc * dsv4::kHc];
             for (int i = 0; i < dsv4::kHc * dsv4::kHc; ++i) {
@@ -44,11 +42,11 @@ Status dsv4_hc_comb(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_pre(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * x = node->src[0];
     const ggml_tensor * w = node->src[1];
     const int64_t n = x->ne[0], hc = x->ne[1];
-    pool_of(stream).parallel_for(x->ne[2], std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * hc)),
+    stream.pool().parallel_for(x->ne[2], std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * hc)),
                                  [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
             for (int64_t i = 0; i < n; ++i) {
@@ -60,13 +58,13 @@ Status dsv4_hc_pre(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status dsv4_hc_post(rt::Stream & stream, ggml_tensor * node) {
+Status dsv4_hc_post(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * x = node->src[0];
     const ggml_tensor * res = node->src[1];
     const ggml_tensor * post = node->src[2];
     const ggml_tensor * comb = node->src[3];
     const int64_t n = x->ne[0], hc = res->ne[1];
-    pool_of(stream).parallel_for(x->ne[1], std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * hc * hc)),
+    stream.pool().parallel_for(x->ne[1], std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * hc * hc)),
                                  [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
             for (int64_t d = 0; d < hc; ++d)

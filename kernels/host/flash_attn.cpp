@@ -520,8 +520,8 @@ void run_split(rt::host::ThreadPool & pool, ggml_tensor * dst, const Shape & s, 
 
 } // namespace
 
-Status flash_attn_ext(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status flash_attn_ext(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const Shape s = make_shape(node);
     const num::AttnParams ap = num::attn_params_from(reinterpret_cast<const int32_t *>(node->op_params));
     const num::Alibi alibi = num::make_alibi(ap.max_bias, uint32_t(s.nh));

@@ -19,8 +19,8 @@
 
 namespace standin::kernels::host {
 
-Status get_rows(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status get_rows(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     const ggml_tensor * idx = node->src[1];
     if (idx->type != GGML_TYPE_I32 || !(src->type == GGML_TYPE_I32 || quant::can_decode(src->type))) {

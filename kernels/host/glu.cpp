@@ -69,8 +69,8 @@ void swiglu_row(float * y, const float * x, const float * g, int64_t n) {
 
 } // namespace
 
-Status glu(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status glu(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     GluParams p{ggml_get_glu_op(node), 0.0f, 0.0f};

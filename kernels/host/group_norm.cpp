@@ -20,8 +20,6 @@ namespace standin::kernels::host {
 
 namespace {
 
-rt::host::ThreadPool & pool_of(rt::Stream & s) { return static_cast<rt::host::HostStream &>(s).pool(); }
-
 float & elem(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return *reinterpret_cast<float *>(static_cast<char *>(t->data) + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] +
                                       i3 * t->nb[3]);
@@ -29,11 +27,11 @@ float & elem(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t 
 
 } // namespace
 
-Status l2_norm(rt::Stream & stream, ggml_tensor * node) {
+Status l2_norm(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const float eps = op_f32(node, 0);
     const int64_t n = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
+    stream.pool().parallel_for(ggml_nrows(node), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
                                  [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const char * x = row_ptr(src, r);
@@ -52,14 +50,14 @@ Status l2_norm(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status group_norm(rt::Stream & stream, ggml_tensor * node) {
+Status group_norm(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t groups = op_i32(node, 0);
     const float eps = op_f32(node, 1);
     const int64_t ne0 = src->ne[0], ne1 = src->ne[1], nc = src->ne[2], ne3 = src->ne[3];
     const int64_t per_group = (nc + groups - 1) / groups;
     // One task: one group of one i3.
-    pool_of(stream).parallel_for(groups * ne3, 1, [&](int64_t t0, int64_t t1) {
+    stream.pool().parallel_for(groups * ne3, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t g = t % groups, i3 = t / groups;
             const int64_t c0 = g * per_group, c1 = std::min(nc, c0 + per_group);

@@ -26,8 +26,6 @@ namespace standin::kernels::host {
 
 namespace {
 
-rt::host::ThreadPool & pool_of(rt::Stream & s) { return static_cast<rt::host::HostStream &>(s).pool(); }
-
 int64_t grain_for(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)); }
 
 const char * at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
@@ -49,12 +47,12 @@ void split(const ggml_tensor * t, int64_t r, int64_t & i1, int64_t & i2, int64_t
 
 } // namespace
 
-Status pool_1d(rt::Stream & stream, ggml_tensor * node) {
+Status pool_1d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const bool is_max = op_i32(node, 0) == GGML_OP_POOL_MAX;
     const int64_t k = op_i32(node, 1), s = op_i32(node, 2), p = op_i32(node, 3);
     const int64_t IW = src->ne[0], OW = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(OW * k), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(OW * k), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             int64_t i1, i2, i3;
             split(node, r, i1, i2, i3);
@@ -75,13 +73,13 @@ Status pool_1d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status pool_2d(rt::Stream & stream, ggml_tensor * node) {
+Status pool_2d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const bool is_max = op_i32(node, 0) == GGML_OP_POOL_MAX;
     const int64_t k0 = op_i32(node, 1), k1 = op_i32(node, 2), s0 = op_i32(node, 3), s1 = op_i32(node, 4);
     const int64_t p0 = op_i32(node, 5), p1 = op_i32(node, 6);
     const int64_t IW = src->ne[0], IH = src->ne[1], OW = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(OW * k0 * k1), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(OW * k0 * k1), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             int64_t oy, i2, i3;
             split(node, r, oy, i2, i3);
@@ -103,11 +101,11 @@ Status pool_2d(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status upscale(rt::Stream & stream, ggml_tensor * node) {
+Status upscale(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const upscale::Params p = upscale::params_of(node, op_i32(node, 0));
     const int64_t W = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(W * 4), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(W * 4), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             int64_t i1, i2, i3;
             split(node, r, i1, i2, i3);
@@ -119,12 +117,12 @@ Status upscale(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status pad(rt::Stream & stream, ggml_tensor * node) {
+Status pad(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t lp[4] = {op_i32(node, 0), op_i32(node, 2), op_i32(node, 4), op_i32(node, 6)};
     const bool circular = op_i32(node, 8) != 0;
     const int64_t W = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(W), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(W), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             int64_t i[4];
             split(node, r, i[1], i[2], i[3]);
@@ -145,11 +143,11 @@ Status pad(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status pad_reflect_1d(rt::Stream & stream, ggml_tensor * node) {
+Status pad_reflect_1d(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t p0 = op_i32(node, 0);
     const int64_t n = src->ne[0], W = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(W), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(W), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             int64_t i1, i2, i3;
             split(node, r, i1, i2, i3);

@@ -35,8 +35,8 @@ const char * at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
 
 } // namespace
 
-Status lightning_indexer(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status lightning_indexer(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor *q = node->src[0], *k = node->src[1], *w = node->src[2], *m = node->src[3];
     const int64_t n_embd = q->ne[0], n_head = q->ne[1], n_tok = q->ne[2], n_stream = q->ne[3], n_kv = k->ne[2];
     // One task: one key of one stream, against every token and head.

@@ -34,8 +34,6 @@ namespace standin::kernels::host {
 
 namespace {
 
-rt::host::ThreadPool & pool_of(rt::Stream & s) { return static_cast<rt::host::HostStream &>(s).pool(); }
-
 const float * f(const ggml_tensor * t) { return static_cast<const float *>(t->data); }
 
 // The geometry shared by WKV6, GLA and WKV7.
@@ -56,11 +54,11 @@ Wkv wkv_of(const ggml_tensor * node, const ggml_tensor * state) {
 
 // Runs body(seq, head, state_in, state_out, out_base) for every (sequence,
 // head) pair, in parallel; out_base is dst's output rows.
-template <typename Body> void each_seq_head(rt::Stream & stream, ggml_tensor * node, const Wkv & w, const ggml_tensor * st,
+template <typename Body> void each_seq_head(rt::host::HostStream & stream, ggml_tensor * node, const Wkv & w, const ggml_tensor * st,
                                             Body && body) {
     float * out = static_cast<float *>(node->data);
     float * st_out = out + w.C * w.T;
-    pool_of(stream).parallel_for(w.n_seqs * w.H, 1, [&](int64_t p0, int64_t p1) {
+    stream.pool().parallel_for(w.n_seqs * w.H, 1, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
             const int64_t s = p / w.H, h = p % w.H;
             const int64_t off = s * w.S * w.C + h * w.S * w.S;
@@ -73,7 +71,7 @@ template <typename Body> void each_seq_head(rt::Stream & stream, ggml_tensor * n
 
 } // namespace
 
-Status rwkv_wkv6(rt::Stream & stream, ggml_tensor * node) {
+Status rwkv_wkv6(rt::host::HostStream & stream, ggml_tensor * node) {
     const Wkv w = wkv_of(node, node->src[5]);
     const float *k = f(node->src[0]), *v = f(node->src[1]), *r = f(node->src[2]), *tf = f(node->src[3]),
                 *td = f(node->src[4]);
@@ -97,7 +95,7 @@ Status rwkv_wkv6(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status gated_linear_attn(rt::Stream & stream, ggml_tensor * node) {
+Status gated_linear_attn(rt::host::HostStream & stream, ggml_tensor * node) {
     const Wkv w = wkv_of(node, node->src[4]);
     const float scale = op_f32(node, 0);
     const float *k = f(node->src[0]), *v = f(node->src[1]), *q = f(node->src[2]), *g = f(node->src[3]);
@@ -120,7 +118,7 @@ Status gated_linear_attn(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status rwkv_wkv7(rt::Stream & stream, ggml_tensor * node) {
+Status rwkv_wkv7(rt::host::HostStream & stream, ggml_tensor * node) {
     const Wkv w = wkv_of(node, node->src[6]);
     const float *r = f(node->src[0]), *wd = f(node->src[1]), *k = f(node->src[2]), *v = f(node->src[3]),
                 *a = f(node->src[4]), *b = f(node->src[5]);
@@ -145,7 +143,7 @@ Status rwkv_wkv7(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status gated_delta_net(rt::Stream & stream, ggml_tensor * node) {
+Status gated_delta_net(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2], *g = node->src[3],
                       *beta = node->src[4], *st = node->src[5];
     const int64_t S = v->ne[0], H = v->ne[1], nt = v->ne[2], ns = v->ne[3];
@@ -159,7 +157,7 @@ Status gated_delta_net(rt::Stream & stream, ggml_tensor * node) {
         return reinterpret_cast<const float *>(static_cast<const char *>(t->data) + i1 * t->nb[1] + i2 * t->nb[2] +
                                                i3 * t->nb[3]);
     };
-    pool_of(stream).parallel_for(H * ns, 1, [&](int64_t p0, int64_t p1) {
+    stream.pool().parallel_for(H * ns, 1, [&](int64_t p0, int64_t p1) {
         std::vector<float> delta(static_cast<size_t>(S)), work(K > 1 ? static_cast<size_t>(S * S) : 0);
         for (int64_t p = p0; p < p1; ++p) {
             const int64_t h = p % H, s = p / H;

@@ -16,8 +16,8 @@
 
 namespace standin::kernels::host {
 
-Status math(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status math(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     const mathop::Params p = mathop::params_of(node);
     const int64_t n = node->ne[0];

@@ -453,7 +453,7 @@ Status mul_mat_float(rt::host::ThreadPool & pool, ggml_tensor * node, const Shap
 
 // src0 is a view of packed weights that cuts groups (packed.h): its rows are
 // restored to the original layout in scratch and multiplied as plain weights.
-Status mul_mat_restored(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat_restored(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const size_t rb = size_t(a->ne[0] / ggml_blck_size(a->type)) * ggml_type_size(a->type);
     std::vector<char> rows(rb * size_t(a->ne[1] * a->ne[2] * a->ne[3]));
@@ -475,8 +475,8 @@ Status mul_mat_restored(rt::Stream & stream, ggml_tensor * node) {
 
 } // namespace
 
-Status mul_mat(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status mul_mat(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     if (packed::packed_of(a) != nullptr && !packed::is_native(a)) {

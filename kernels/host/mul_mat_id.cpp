@@ -41,7 +41,7 @@ struct Pair {
 
 } // namespace
 
-Status mul_mat_id(rt::Stream & stream, ggml_tensor * node) {
+Status mul_mat_id(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * as  = node->src[0];
     const ggml_tensor * b   = node->src[1];
     const ggml_tensor * ids = node->src[2];

@@ -114,8 +114,8 @@ template <bool RMS> void norm_rows(rt::host::ThreadPool & pool, ggml_tensor * ds
 
 } // namespace
 
-Status norm(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status norm(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     switch (node->op) {
         case GGML_OP_RMS_NORM: norm_rows<true>(pool, node); return true;
         case GGML_OP_NORM:     norm_rows<false>(pool, node); return true;

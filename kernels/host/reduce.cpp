@@ -86,8 +86,8 @@ void argmax(rt::host::ThreadPool & pool, ggml_tensor * dst) {
 
 } // namespace
 
-Status reduce(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status reduce(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     switch (node->op) {
         case GGML_OP_SUM_ROWS: sum_rows(pool, node, false); return true;
         case GGML_OP_MEAN:     sum_rows(pool, node, true); return true;

@@ -95,8 +95,8 @@ void run(rt::host::ThreadPool & pool, ggml_tensor * dst, float sin_sign) {
 
 } // namespace
 
-Status rope(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status rope(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const float sin_sign = node->op == GGML_OP_ROPE_BACK ? -1.0f : 1.0f;
     if (node->type != GGML_TYPE_F32 && node->type != GGML_TYPE_F16) {
         return false;

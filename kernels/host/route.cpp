@@ -41,8 +41,8 @@ struct Before {
 
 } // namespace
 
-Status argsort(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status argsort(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     const int64_t n = src->ne[0];
     const bool desc = op_i32(node, 0) == GGML_SORT_ORDER_DESC;
@@ -58,8 +58,8 @@ Status argsort(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status top_k(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status top_k(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     const int64_t n = src->ne[0];
     const int64_t k = node->ne[0];
@@ -78,8 +78,8 @@ Status top_k(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status add_id(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status add_id(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * a   = node->src[0];
     const ggml_tensor * b   = node->src[1];
     const ggml_tensor * ids = node->src[2];

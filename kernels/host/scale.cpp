@@ -10,8 +10,8 @@
 
 namespace standin::kernels::host {
 
-Status scale(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status scale(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     float s = 0.0f, b = 0.0f;
     std::memcpy(&s, reinterpret_cast<const float *>(node->op_params) + 0, sizeof(float));

@@ -43,8 +43,8 @@ int64_t read_index(const ggml_tensor * idx, int64_t i0, int64_t i1, int64_t i2) 
 
 } // namespace
 
-Status set_rows(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status set_rows(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     const ggml_tensor * idx = node->src[1];
     const ggml_type     dt  = node->type;

@@ -126,8 +126,8 @@ void acc(rt::host::ThreadPool & pool, ggml_tensor * dst) {
 
 } // namespace
 
-Status shape(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status shape(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     switch (node->op) {
         case GGML_OP_CONCAT: concat(pool, node); return true;
         case GGML_OP_REPEAT: repeat(pool, node); return true;

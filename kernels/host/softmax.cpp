@@ -76,8 +76,8 @@ double exp_shifted(float * y, const float * w, int64_t n, float mx) {
 
 } // namespace
 
-Status softmax(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status softmax(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src  = node->src[0];
     const ggml_tensor * mask = node->src[1];
     const ggml_tensor * sink = node->src[2];

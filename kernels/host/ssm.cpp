@@ -30,8 +30,6 @@ namespace standin::kernels::host {
 
 namespace {
 
-rt::host::ThreadPool & pool_of(rt::Stream & s) { return static_cast<rt::host::HostStream &>(s).pool(); }
-
 template <typename T = float> const T * at(const ggml_tensor * t, int64_t i1, int64_t i2 = 0, int64_t i3 = 0) {
     return reinterpret_cast<const T *>(static_cast<const char *>(t->data) + i1 * t->nb[1] + i2 * t->nb[2] +
                                        i3 * t->nb[3]);
@@ -39,12 +37,12 @@ template <typename T = float> const T * at(const ggml_tensor * t, int64_t i1, in
 
 } // namespace
 
-Status ssm_conv(rt::Stream & stream, ggml_tensor * node) {
+Status ssm_conv(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * sx = node->src[0];
     const ggml_tensor * w  = node->src[1];
     const int64_t d_conv = w->ne[0], d_inner = node->ne[0], n_t = node->ne[1], n_s = node->ne[2];
     // One task: one channel over every token of every sequence (its weights stay in registers).
-    pool_of(stream).parallel_for(d_inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n_t * n_s * d_conv)),
+    stream.pool().parallel_for(d_inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n_t * n_s * d_conv)),
                                  [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
             const float * wc = at(w, c);
@@ -62,7 +60,7 @@ Status ssm_conv(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status ssm_scan(rt::Stream & stream, ggml_tensor * node) {
+Status ssm_scan(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * S  = node->src[0];  // {d_state, head_dim, n_head, n_states}
     const ggml_tensor * X  = node->src[1];  // {head_dim, n_head, n_t, n_s}
     const ggml_tensor * DT = node->src[2];  // {n_head, n_t, n_s}
@@ -79,7 +77,7 @@ Status ssm_scan(rt::Stream & stream, ggml_tensor * node) {
     const int64_t state_elems = ds * hd;  // one head of one sequence
     std::atomic<bool> ok{true};
 
-    pool_of(stream).parallel_for(ns * nh, 1, [&](int64_t p0, int64_t p1) {
+    stream.pool().parallel_for(ns * nh, 1, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
             const int64_t s = p / nh, h = p % nh, g = h / heads_per_group;
             const int32_t src_seq = *reinterpret_cast<const int32_t *>(static_cast<const char *>(ids->data) +

@@ -25,21 +25,19 @@ namespace standin::kernels::host {
 
 namespace {
 
-rt::host::ThreadPool & pool_of(rt::Stream & s) { return static_cast<rt::host::HostStream &>(s).pool(); }
-
 int64_t grain_for(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)); }
 
 int64_t wrap(int64_t i, int64_t n) { return ((i % n) + n) % n; }
 
 } // namespace
 
-Status set(rt::Stream & stream, ggml_tensor * node) {
+Status set(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src0 = node->src[0];
     const ggml_tensor * src1 = node->src[1];
     const size_t nb1 = size_t(op_i32(node, 0)), nb2 = size_t(op_i32(node, 1)), nb3 = size_t(op_i32(node, 2));
     const size_t offset = size_t(op_i32(node, 3));
     const size_t es = ggml_type_size(node->type);
-    auto & pool = pool_of(stream);
+    auto & pool = stream.pool();
     if (node->data != src0->data) {
         const size_t row = size_t(node->ne[0]) * es;
         pool.parallel_for(ggml_nrows(node), grain_for(node->ne[0]), [&](int64_t r0, int64_t r1) {
@@ -59,11 +57,11 @@ Status set(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status roll(rt::Stream & stream, ggml_tensor * node) {
+Status roll(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t s0 = op_i32(node, 0), s1 = op_i32(node, 1), s2 = op_i32(node, 2), s3 = op_i32(node, 3);
     const int64_t n = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % node->ne[1];
             const int64_t i2 = (r / node->ne[1]) % node->ne[2];
@@ -78,20 +76,20 @@ Status roll(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status arange(rt::Stream & stream, ggml_tensor * node) {
+Status arange(rt::host::HostStream & stream, ggml_tensor * node) {
     const float start = op_f32(node, 0), step = op_f32(node, 2);
     float * y = static_cast<float *>(node->data);
-    pool_of(stream).parallel_for(node->ne[0], 16384, [&](int64_t i0, int64_t i1) {
+    stream.pool().parallel_for(node->ne[0], 16384, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) y[i] = start + step * float(i);
     });
     return true;
 }
 
-Status timestep_embedding(rt::Stream & stream, ggml_tensor * node) {
+Status timestep_embedding(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int dim = op_i32(node, 0), max_period = op_i32(node, 1);
     const int half = dim / 2;
-    pool_of(stream).parallel_for(src->ne[0], grain_for(dim), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(src->ne[0], grain_for(dim), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const float t = *reinterpret_cast<const float *>(static_cast<const char *>(src->data) + r * src->nb[0]);
             float * y = reinterpret_cast<float *>(static_cast<char *>(node->data) + r * node->nb[1]);

@@ -29,8 +29,6 @@ constexpr int64_t kMinElemsPerTask = 16384;
 
 int64_t grain_for(int64_t n) { return std::max<int64_t>(1, kMinElemsPerTask / std::max<int64_t>(1, n)); }
 
-rt::host::ThreadPool & pool_of(rt::Stream & s) { return static_cast<rt::host::HostStream &>(s).pool(); }
-
 // Whether column i0 of row i1 is kept by a ggml_tri_type.
 bool tri_keeps(int type, int64_t i0, int64_t i1) {
     switch (type) {
@@ -43,10 +41,10 @@ bool tri_keeps(int type, int64_t i0, int64_t i1) {
 
 } // namespace
 
-Status cumsum(rt::Stream & stream, ggml_tensor * node) {
+Status cumsum(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t n = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const float * x = reinterpret_cast<const float *>(row_ptr(src, r));
             float * y = reinterpret_cast<float *>(row_ptr(node, r));
@@ -60,11 +58,11 @@ Status cumsum(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status tri(rt::Stream & stream, ggml_tensor * node) {
+Status tri(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int type = op_i32(node, 0);
     const int64_t n = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % node->ne[1];
             const float * x = reinterpret_cast<const float *>(row_ptr(src, r));
@@ -75,10 +73,10 @@ Status tri(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status fill(rt::Stream & stream, ggml_tensor * node) {
+Status fill(rt::host::HostStream & stream, ggml_tensor * node) {
     const float c = op_f32(node, 0);
     const int64_t n = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             char * y = row_ptr(node, r);
             for (int64_t i = 0; i < n; ++i) store_f(node->type, y + i * node->nb[0], c);
@@ -87,10 +85,10 @@ Status fill(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status diag(rt::Stream & stream, ggml_tensor * node) {
+Status diag(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t n = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % node->ne[1];
             const int64_t i23 = r / node->ne[1];  // the matrix: dims 2 and 3 of src and dst agree
@@ -103,7 +101,7 @@ Status diag(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status solve_tri(rt::Stream & stream, ggml_tensor * node) {
+Status solve_tri(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     const int64_t k = node->ne[0];  // right-hand sides
@@ -111,7 +109,7 @@ Status solve_tri(rt::Stream & stream, ggml_tensor * node) {
     const int64_t nmat = node->ne[2] * node->ne[3];
     // One task is one right-hand-side column of one matrix: columns are
     // independent, and each substitution is sequential in its rows.
-    pool_of(stream).parallel_for(nmat * k, std::max<int64_t>(1, kMinElemsPerTask / std::max<int64_t>(1, n * n)),
+    stream.pool().parallel_for(nmat * k, std::max<int64_t>(1, kMinElemsPerTask / std::max<int64_t>(1, n * n)),
                                  [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
             const int64_t m = c / k, col = c % k;
@@ -134,11 +132,11 @@ Status solve_tri(rt::Stream & stream, ggml_tensor * node) {
     return true;
 }
 
-Status diag_mask_inf(rt::Stream & stream, ggml_tensor * node) {
+Status diag_mask_inf(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const int64_t n_past = op_i32(node, 0);
     const int64_t n = node->ne[0];
-    pool_of(stream).parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
+    stream.pool().parallel_for(ggml_nrows(node), grain_for(n), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % node->ne[1];
             const float * x = reinterpret_cast<const float *>(row_ptr(src, r));

@@ -94,8 +94,8 @@ bool apply8(ggml_unary_op op, float * v, int64_t n) {
 
 } // namespace
 
-Status unary(rt::Stream & stream, ggml_tensor * node) {
-    auto & pool = static_cast<rt::host::HostStream &>(stream).pool();
+Status unary(rt::host::HostStream & stream, ggml_tensor * node) {
+    auto & pool = stream.pool();
     const ggml_tensor * src = node->src[0];
     const ggml_unary_op op = ggml_get_unary_op(node);
     XieluParams xp{};

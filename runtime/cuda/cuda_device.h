@@ -47,6 +47,8 @@ public:
     explicit CudaStream(int device);
     ~CudaStream() override;
 
+    Kind kind() const override { return Kind::cuda; }
+
     void copy_to_device(void * dst, const void * src, size_t n) override;
     void copy_to_host(void * dst, const void * src, size_t n) override;
     void copy_on_device(void * dst, const void * src, size_t n) override;

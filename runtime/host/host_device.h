@@ -17,6 +17,8 @@ class HostStream final : public Stream {
 public:
     explicit HostStream(int n_threads) : pool_(n_threads) {}
 
+    Kind kind() const override { return Kind::host; }
+
     void copy_to_device(void * dst, const void * src, size_t n) override;
     void copy_to_host(void * dst, const void * src, size_t n) override;
     void copy_on_device(void * dst, const void * src, size_t n) override;
