@@ -1,10 +1,10 @@
-// The three error tiers (see README "Errors"):
+// The three error tiers (README, "Errors come in three tiers" under Layout):
 //   1. caller/environment errors: log a clear line and return nullptr/false/status
 //      at the ABI. No macro here: the call site knows what to return.
 //   2. internal invariants: SI_ASSERT, which goes to the crash path with the
 //      statement, file and line. Never used for anything a caller can cause.
-//   3. runtime-library calls (CUDA, pthreads, ...): SI_CHECK / SI_CHECK_WARN in
-//      the runtime that owns the call, built on fatal() and log().
+//   3. runtime-library calls: SI_CUDA_CHECK / SI_CUDA_CHECK_WARN
+//      (runtime/cuda/cuda_device.h), in the runtime that owns the call.
 #pragma once
 
 namespace standin::diag {

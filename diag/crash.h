@@ -21,7 +21,7 @@ struct CrashContext {
     int          node   = -1;
 };
 
-// Marks the node being dispatched (cheap: four stores). Cleared by end_node().
+// Marks the node being dispatched (cheap: four stores). Cleared by crash_context_clear().
 void crash_context_node(const char * stage, const char * device, const char * op, int node);
 void crash_context_clear();
 
