@@ -4,7 +4,7 @@
 //
 // Note [preload mode]
 // The module defines the registration functions of the backends it can stand
-// in for (interpose/preload_entry.cpp, one line each). Preloaded, those
+// in for (glue/preload_entry.cpp, one line each). Preloaded, those
 // definitions come first in the global scope, so the application's call
 // (from ggml's registry) reaches standin, which finds the real function with
 // dlsym(RTLD_NEXT, name) on first use and returns the interposed registry
