@@ -13,21 +13,6 @@
 
 namespace standin::kernels::host {
 
-namespace {
-
-// Byte offset of the element with row-major index k.
-int64_t offset_of(const ggml_tensor * t, int64_t k) {
-    const int64_t i0 = k % t->ne[0];
-    k /= t->ne[0];
-    const int64_t i1 = k % t->ne[1];
-    k /= t->ne[1];
-    const int64_t i2 = k % t->ne[2];
-    const int64_t i3 = k / t->ne[2];
-    return i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-}
-
-} // namespace
-
 bool is_elem_copy(const ggml_tensor * node) {
     const ggml_type s = node->src[0]->type, d = node->type;
     if (ggml_nelements(node->src[0]) != ggml_nelements(node)) return false;
@@ -50,8 +35,8 @@ Status copy_any(rt::host::HostStream & stream, ggml_tensor * node) {
     const size_t es = ggml_type_size(dt);
     pool.parallel_for(ggml_nelements(node), 16384, [&](int64_t k0, int64_t k1) {
         for (int64_t k = k0; k < k1; ++k) {
-            const char * x = sd + offset_of(src, k);
-            char * y = dd + offset_of(node, k);
+            const char * x = sd + elem_offset(src, k);
+            char * y = dd + elem_offset(node, k);
             if (st == dt) {
                 std::memcpy(y, x, es);
             } else if (dt == GGML_TYPE_I32) {

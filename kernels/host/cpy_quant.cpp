@@ -22,19 +22,6 @@ namespace standin::kernels::host {
 
 namespace {
 
-// Byte offset in t of the element with row-major logical index k.
-size_t offset_of(const ggml_tensor * t, int64_t k) {
-    const int64_t i0 = k % t->ne[0];
-    k /= t->ne[0];
-    const int64_t i1 = k % t->ne[1];
-    k /= t->ne[1];
-    const int64_t i2 = k % t->ne[2];
-    const int64_t i3 = k / t->ne[2];
-    // For a block type, i0 is a multiple of the block size and nb[0] is the
-    // size of one block.
-    return size_t(i0 / ggml_blck_size(t->type) * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
-}
-
 enum class Mode { encode, decode, blocks };
 
 } // namespace
@@ -70,7 +57,7 @@ Status copy_quant(rt::host::HostStream & stream, ggml_tensor * node) {
                 s_row = plain.data();
             }
             for (int64_t u = 0; u < units_per_row; ++u) {
-                char * d = static_cast<char *>(node->data) + offset_of(node, (r * units_per_row + u) * qk);
+                char * d = static_cast<char *>(node->data) + elem_offset(node, (r * units_per_row + u) * qk);
                 switch (mode) {
                     case Mode::blocks:
                         std::memcpy(d, s_row + u * src->nb[0], block_bytes);

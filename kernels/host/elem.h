@@ -2,6 +2,7 @@
 // f32, store an f32 with the destination type's rounding.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "ggml.h"
@@ -30,6 +31,19 @@ inline void store_f(ggml_type t, char * p, float v) {
 }
 
 // Row r of a tensor (r counts over dims 1..3) as a byte pointer.
+// Byte offset in t of the element with row-major logical index k (any
+// strides). For a block type, k's dim-0 part is a multiple of the block size
+// and nb[0] is the size of one block.
+inline size_t elem_offset(const ggml_tensor * t, int64_t k) {
+    const int64_t i0 = k % t->ne[0];
+    k /= t->ne[0];
+    const int64_t i1 = k % t->ne[1];
+    k /= t->ne[1];
+    const int64_t i2 = k % t->ne[2];
+    const int64_t i3 = k / t->ne[2];
+    return size_t(i0 / ggml_blck_size(t->type) * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+}
+
 inline char * row_ptr(const ggml_tensor * t, int64_t r) {
     const int64_t i1 = r % t->ne[1];
     const int64_t i2 = (r / t->ne[1]) % t->ne[2];
