@@ -1,6 +1,6 @@
 // `standin rpc-server`: serves standin devices to ggml-rpc clients through
 // ggml-rpc's own server (ggml_backend_rpc_start_server), each device guarded
-// (Note [rpc guard] in tools/rpc/guard.h) so that no client's graph can take the
+// (Note [rpc guard] in glue/rpc_guard.h) so that no client's graph can take the
 // server down: nodes the device lacks run on ggml-cpu when the data is in host
 // memory; a graph that cannot run ends that client's connection only.
 #include <algorithm>
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "ggml-backend.h"
-#include "tools/rpc/guard.h"
+#include "glue/rpc_guard.h"
 #include "tools/standin/backends.h"
 #include "tools/standin/commands.h"
 

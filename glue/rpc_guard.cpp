@@ -1,5 +1,5 @@
 // The guarded device (Note [rpc guard] in guard.h).
-#include "tools/rpc/guard.h"
+#include "glue/rpc_guard.h"
 
 #include <atomic>
 #include <cstdio>
