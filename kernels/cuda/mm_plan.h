@@ -4,12 +4,12 @@
 //
 //   weights            columns       kernel
 //   Q4_0..Q8_0         1             integer mat-vec (mul_mat_vec_q8.cu)
+//   Q4_K, Q5_K, Q6_K   1             integer mat-vec (mul_mat_vec_k.cu)
 //   Q4_0..Q6_K         2..127        integer tensor-core product (mmq.cu),
 //                                    8..64 columns per tile
 //                      128..         cuBLAS over weights decoded to F16
 //                                    (mul_mat_blas.cu) when it is loaded,
 //                                    else mmq.cu
-//   Q4_K, Q5_K, Q6_K   1             mmq.cu as well (one tile of 8 columns)
 //   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
 //                      9..           cuBLAS, else the tiled TF32 kernel
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
@@ -78,6 +78,20 @@ inline int mmq_chunk(ggml_type t) {
             return 256;
         case GGML_TYPE_Q6_K:
             return 512;
+        default:
+            return 0;
+    }
+}
+
+// The integer mat-vec's weight types and the most src1 columns it takes:
+// the 32-element formats (mul_mat_vec_q8.cu) up to 8, the K formats
+// (mul_mat_vec_k.cu) one; 0: none. mm::q8_applies adds the shape checks.
+inline int vec_int_max_n(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
+            return 8;
+        case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+            return 1;
         default:
             return 0;
     }

@@ -199,9 +199,31 @@ struct Q8Args {
     int64_t        K, M, N, ne12, ne13, r2, r3;
     RowAdd         add;  // a fused ADD (dst is one matrix: ne12 = ne13 = 1); add.dst null: none
 };
-// Whether the integer mat-vec takes this product (type, N <= 8, K % 256 == 0,
-// 16-byte aligned rows); whether two src1 are the same tensor (or the same
-// memory, type and shape).
+// Up to kMaxGroup products sharing src1 (and so K, N, ne12, ne13) and the
+// weight type, in one launch: rows [row0[j], row0[j] + m[j].M) of the
+// launch's rows belong to member j; `rows` is their total.
+constexpr int kMaxGroup = 4;
+struct Q8Group {
+    int     n;
+    int64_t rows;
+    int64_t row0[kMaxGroup];
+    Q8Args  m[kMaxGroup];
+};
+// The member a launch row belongs to.
+__device__ __forceinline__ int group_member(const Q8Group & g, int64_t row) {
+    int j = 0;
+#pragma unroll
+    for (int t = 1; t < kMaxGroup; ++t) {
+        if (t < g.n && row >= g.row0[t]) j = t;
+    }
+    return j;
+}
+// The K formats' mat-vec (mul_mat_vec_k.cu): one column, src1 in 256-groups.
+void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st);
+
+// Whether the integer mat-vec takes this product (plan::vec_int_max_n columns
+// at most, K % 256 == 0, the rows aligned as its loads need); whether two src1
+// are the same tensor (or the same memory, type and shape).
 bool q8_applies(const ggml_tensor * a, const ggml_tensor * b);
 bool same_src1(const ggml_tensor * x, const ggml_tensor * y);
 // The MUL_MAT nodes (all q8_applies, one src1) through the integer mat-vec:

@@ -134,17 +134,6 @@ template <int T> __device__ __forceinline__ void act_words(const int8_t * qa, in
     }
 }
 
-// Up to kMaxGroup products sharing src1 (and so K, N, ne12, ne13) and the
-// weight type, in one launch: rows [row0[j], row0[j] + m[j].M) of the
-// launch's rows belong to member j; `rows` is their total.
-constexpr int kMaxGroup = 4;
-struct Q8Group {
-    int     n;
-    int64_t rows;
-    int64_t row0[kMaxGroup];
-    Q8Args  m[kMaxGroup];
-};
-
 // Blocks per SM the register budget must allow (__launch_bounds__): one-column
 // launches are latency-bound, so they need the warps resident. Measured on the
 // H200 (ncu, 8B Q4_0 decode): split-K launches of 1024 blocks at 71 registers
@@ -171,11 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
     const int64_t grow = (int64_t(blockIdx.x) * (kWarps / R) + warp / R) * RW;  // first row of this warp
     const bool live = grow < g.rows;
-    int j = 0;
-#pragma unroll
-    for (int t = 1; t < kMaxGroup; ++t) {
-        if (t < g.n && grow >= g.row0[t]) j = t;
-    }
+    const int j = group_member(g, grow);
     const Q8Args & p = g.m[j];
     const int64_t m = grow - g.row0[j];
     const int64_t n_runs = p.K / (32 * kRun), n_chunks = (n_runs + kURow - 1) / kURow;
@@ -335,7 +320,7 @@ void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
         case GGML_TYPE_Q5_0: launch_q8_t<GGML_TYPE_Q5_0>(g, st); break;
         case GGML_TYPE_Q5_1: launch_q8_t<GGML_TYPE_Q5_1>(g, st); break;
         case GGML_TYPE_Q8_0: launch_q8_t<GGML_TYPE_Q8_0>(g, st); break;
-        default:             break;
+        default:             launch_qk(t, g, st); break;  // the K formats
     }
 }
 
@@ -351,11 +336,13 @@ Q8Args args_for(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, c
 
 bool q8_applies(const ggml_tensor * a, const ggml_tensor * b) {
     const ggml_type t = a->type;
-    const bool type_ok = t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
-                         t == GGML_TYPE_Q5_1 || t == GGML_TYPE_Q8_0;
-    // K % 256: whole runs of 8 blocks, and 16-byte aligned activation columns.
-    return type_ok && b->ne[1] <= 8 && a->ne[0] % (32 * kRun) == 0 && aligned_to(a, 16) && a->nb[1] % 16 == 0 &&
-           a->nb[2] % 16 == 0 && a->nb[3] % 16 == 0 && a->ne[1] <= int64_t(INT32_MAX);
+    // Q6_K's 210-byte blocks are read with 4-byte loads realigned in
+    // registers (mul_mat_vec_k.cu); every other format with 16-byte loads.
+    const size_t align = t == GGML_TYPE_Q6_K ? 2 : 16;
+    // K % 256: whole runs of 8 blocks (or whole super-blocks), and 16-byte
+    // aligned activation columns.
+    return b->ne[1] <= plan::vec_int_max_n(t) && a->ne[0] % (32 * kRun) == 0 && aligned_to(a, align) &&
+           a->nb[1] % align == 0 && a->nb[2] % align == 0 && a->nb[3] % align == 0 && a->ne[1] <= int64_t(INT32_MAX);
 }
 
 bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {
@@ -369,7 +356,8 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {
 
 Status mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add) {
     cudaStream_t st = stream.begin_launch();
-    QuantizedY y = quantize_y(stream, nodes[0]->src[1], 32, st);
+    // One rounding of src1 for all members (mul_mat_group_ok: one activation group).
+    QuantizedY y = quantize_y(stream, nodes[0]->src[1], quant::act_group(nodes[0]->src[0]->type), st);
     if (!y.ok) return Status::out_of_memory;
     mul_mat_q8_group_y(stream, nodes, n, add, y.q, y.ds);
     release(y, st);
@@ -413,8 +401,10 @@ bool mul_mat_group_ok(const ggml_tensor * first, const ggml_tensor * next) {
     const auto vec = [](const ggml_tensor * t) {
         return plan::choose(mm::problem_for(t->src[0], t->src[1], 1)).path == plan::Path::vec_int;
     };
+    // One quantized src1 serves all: the members round it alike (Q4_K beside Q6_K, not beside Q8_0).
     return first->op == GGML_OP_MUL_MAT && next->op == GGML_OP_MUL_MAT && first->type == GGML_TYPE_F32 &&
-           next->type == GGML_TYPE_F32 && mm::same_src1(first->src[1], next->src[1]) && vec(first) && vec(next);
+           next->type == GGML_TYPE_F32 && mm::same_src1(first->src[1], next->src[1]) && vec(first) && vec(next) &&
+           quant::act_group(first->src[0]->type) == quant::act_group(next->src[0]->type);
 }
 
 Status mul_mat_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n) {
@@ -422,7 +412,9 @@ Status mul_mat_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes,
 }
 
 bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm) {
+    // The fused producers write 32-groups (the K formats' 256-groups are quantize_act_k's).
     return mm->op == GGML_OP_MUL_MAT && mm->type == GGML_TYPE_F32 && mm->src[1] == mul && mul->ne[0] % 32 == 0 &&
+           quant::act_group(mm->src[0]->type) == 32 &&
            ggml_is_contiguous(mul) && plan::choose(mm::problem_for(mm->src[0], mul, 1)).path == plan::Path::vec_int;
 }
 

@@ -38,9 +38,8 @@ plan::Problem problem(ggml_type t, int64_t n) {
     p.N = n;
     p.matrices = 1;
     p.rows_aligned = true;
-    // What mm::q8_applies answers for these shapes.
-    p.vec_int_ok = n <= 8 && (t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
-                              t == GGML_TYPE_Q5_1 || t == GGML_TYPE_Q8_0);
+    // What mm::q8_applies answers for these (aligned, K % 256 == 0) shapes.
+    p.vec_int_ok = n <= plan::vec_int_max_n(t);
     p.blas_ok = true;
     p.sms = 132;
     p.mmq_mode = 0;
@@ -117,4 +116,13 @@ TEST(ProductPlan, KnobsAndFallbacks) {
     odd.K = 4096 + 32;
     odd.vec_int_ok = false;  // q8_applies wants K % 256 == 0 too
     EXPECT_EQ(plan::choose(odd).path, plan::Path::vec_float);
+}
+
+TEST(ProductPlan, KFormatsDecodeOneColumnOnTheirMatVec) {
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+        EXPECT_EQ(plan::choose(problem(t, 1)).path, plan::Path::vec_int) << ggml_type_name(t);
+        EXPECT_EQ(plan::choose(problem(t, 2)).path, plan::Path::mmq) << ggml_type_name(t);
+    }
+    EXPECT_EQ(plan::vec_int_max_n(GGML_TYPE_Q2_K), 0);
+    EXPECT_EQ(plan::vec_int_max_n(GGML_TYPE_F16), 0);
 }

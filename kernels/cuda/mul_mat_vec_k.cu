@@ -1,0 +1,353 @@
+// MUL_MAT of one src1 column (token generation) with weights in the K
+// formats Q4_K, Q5_K and Q6_K, in integers, the way mul_mat_vec_q8.cu does
+// it for the 32-element formats:
+//   - src1 is quantized to ggml-cpu's activation blocks for these formats
+//     (act_round.cuh, quantize_act_k: 256-groups with one scale d, laid out
+//     as {d, d * sum} per 32 codes);
+//   - each super-block of 256 weights goes to 8 lanes. A lane multiplies its
+//     share of the codes (without the format's offset or minimum) with the
+//     activation codes by dp4a and applies the sub-block scales once per
+//     sub-block: Q4_K/Q5_K add d * sc * da * sum(q * qa) and subtract
+//     dmin * m * da * sum(qa) (the activation sum comes with the scale, so
+//     the minimum costs one multiply per sub-block); Q6_K's codes are made
+//     signed (q - 32) in registers first.
+// Memory: Q4_K and Q5_K super-blocks are 144 and 176 bytes, multiples of 16,
+// so a lane reads its 16 code bytes and the block's 16-byte header with
+// 16-byte loads; Q6_K's are 210 bytes (2-byte aligned), so a lane reads 4-byte
+// words around its 8-byte pieces and realigns them with funnel shifts. The
+// next super-block's weights are loaded before the current one is decoded,
+// and the first before the wait on the previous kernel (Note [dependent
+// launch]). A warp takes RW rows, the activation loads shared by them; short
+// matrices split K over the 4 warps of a block, which meet in shared memory.
+// Same launch groups (Q8Group), fused ADD epilogue and row sums as the
+// 32-element mat-vec.
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=q[456]_K.*n=1,' and
+// the MUL_MAT_VEC_FUSION cases; time with `perf` or `standin matmul`.
+#include "diag/check.h"
+#include "kernels/common/quants.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mul_mat.cuh"
+
+namespace standin::kernels::cuda::mm {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kLanesPerBlock = 8;                        // lanes sharing one super-block
+constexpr int kBlocksPerWarp = 32 / kLanesPerBlock;      // super-blocks a warp decodes at once
+constexpr int kQK = quant::kQK_K;
+
+__device__ __forceinline__ int dot4(const uint4 & w, const int4 & a) {
+    return __dp4a(int(w.x), a.x, __dp4a(int(w.y), a.y, __dp4a(int(w.z), a.z, __dp4a(int(w.w), a.w, 0))));
+}
+
+__device__ __forceinline__ uint4 low_nibbles(const uint4 & v) {
+    return make_uint4(v.x & 0x0f0f0f0fu, v.y & 0x0f0f0f0fu, v.z & 0x0f0f0f0fu, v.w & 0x0f0f0f0fu);
+}
+
+__device__ __forceinline__ uint4 high_nibbles(const uint4 & v) {
+    return low_nibbles(make_uint4(v.x >> 4, v.y >> 4, v.z >> 4, v.w >> 4));
+}
+
+// Byte i (0..11) of the 12 scale bytes a Q4_K/Q5_K header holds in y, z, w.
+__device__ __forceinline__ int scale_byte(const uint4 & h, int i) {
+    const uint32_t w = i < 4 ? h.y : i < 8 ? h.z : h.w;
+    return int((w >> (8 * (i & 3))) & 0xffu);
+}
+
+// Scale and minimum of sub-block j, as quant::k_scale_min reads them.
+__device__ __forceinline__ void scale_min(const uint4 & h, int j, int & sc, int & m) {
+    if (j < 4) {
+        sc = scale_byte(h, j) & 63;
+        m = scale_byte(h, j + 4) & 63;
+    } else {
+        sc = (scale_byte(h, j + 4) & 0x0f) | ((scale_byte(h, j - 4) >> 6) << 4);
+        m = (scale_byte(h, j + 4) >> 4) | ((scale_byte(h, j) >> 6) << 4);
+    }
+}
+
+// 8 bytes at a 2-byte aligned address: two 4-byte loads, or three shifted
+// together when the address is not 4-byte aligned. The words then cover the
+// 2 bytes before and after the piece: after it, still inside the super-block
+// for every piece read here; before it, at most the previous super-block's
+// last bytes (a tensor's first super-block is 4-byte aligned).
+__device__ __forceinline__ uint2 load8_a2(const uint8_t * p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t * w = reinterpret_cast<const uint32_t *>(a & ~uintptr_t(3));
+    const unsigned sh = unsigned(a & 2u) * 8u;
+    const uint32_t x0 = __ldg(w), x1 = __ldg(w + 1), x2 = sh != 0 ? __ldg(w + 2) : 0u;
+    return make_uint2(__funnelshift_r(x0, x1, sh), __funnelshift_r(x1, x2, sh));
+}
+
+// A format: what a lane t (0..7 of its super-block) loads of a row's block
+// (W), of the activations (A, shared by the rows of a warp), and its share of
+// the row's dot product.
+template <int T> struct KFmt;
+
+// Q4_K and Q5_K: lane t takes the 64-element group g = t / 2 and within it
+// elements 16h..16h+15 (h = t % 2) of both sub-blocks 2g (low nibbles) and
+// 2g+1 (high nibbles).
+struct KActPair {
+    int4   a0, a1;    // codes of sub-blocks 2g and 2g+1 at 16h
+    float2 d0, d1;    // their {d, d * sum}
+};
+
+__device__ __forceinline__ KActPair load_act_pair(const int8_t * q, const float2 * ds, int t) {
+    const int g = t >> 1, h = t & 1;
+    KActPair a;
+    a.a0 = *reinterpret_cast<const int4 *>(q + 64 * g + 16 * h);
+    a.a1 = *reinterpret_cast<const int4 *>(q + 64 * g + 32 + 16 * h);
+    a.d0 = ds[2 * g];
+    a.d1 = ds[2 * g + 1];
+    return a;
+}
+
+// The sub-block sums s0, s1 of a lane against the scales of its header.
+__device__ __forceinline__ float scaled_pair(const uint4 & hd, int s0, int s1, const KActPair & a, int t) {
+    const int g = t >> 1;
+    int sc0, m0, sc1, m1;
+    scale_min(hd, 2 * g, sc0, m0);
+    scale_min(hd, 2 * g + 1, sc1, m1);
+    const float d = quant::half(uint16_t(hd.x & 0xffffu)), dmin = quant::half(uint16_t(hd.x >> 16));
+    float r = d * (float(sc0) * a.d0.x * float(s0) + float(sc1) * a.d1.x * float(s1));
+    // The minimum applies to all 32 codes of a sub-block: one lane of the pair subtracts it.
+    if ((t & 1) == 0) r -= dmin * (float(m0) * a.d0.y + float(m1) * a.d1.y);
+    return r;
+}
+
+template <> struct KFmt<GGML_TYPE_Q4_K> {
+    static constexpr int kBytes = sizeof(quant::BlockQ4_K), kMaxRW = 4;
+    struct W { uint4 hd, qs; };
+    using A = KActPair;
+    __device__ static W load(const uint8_t * b, int t) {
+        const int g = t >> 1, h = t & 1;
+        W w;
+        w.hd = __ldg(reinterpret_cast<const uint4 *>(b));
+        w.qs = __ldg(reinterpret_cast<const uint4 *>(b + 16 + 32 * g + 16 * h));
+        return w;
+    }
+    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) { return load_act_pair(q, ds, t); }
+    __device__ static float dot(const W & w, const A & a, int t) {
+        return scaled_pair(w.hd, dot4(low_nibbles(w.qs), a.a0), dot4(high_nibbles(w.qs), a.a1), a, t);
+    }
+};
+
+template <> struct KFmt<GGML_TYPE_Q5_K> {
+    static constexpr int kBytes = sizeof(quant::BlockQ5_K), kMaxRW = 2;
+    struct W { uint4 hd, qh, qs; };
+    using A = KActPair;
+    __device__ static W load(const uint8_t * b, int t) {
+        const int g = t >> 1, h = t & 1;
+        W w;
+        w.hd = __ldg(reinterpret_cast<const uint4 *>(b));
+        w.qh = __ldg(reinterpret_cast<const uint4 *>(b + 16 + 16 * h));
+        w.qs = __ldg(reinterpret_cast<const uint4 *>(b + 48 + 32 * g + 16 * h));
+        return w;
+    }
+    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) { return load_act_pair(q, ds, t); }
+    // Bit `bit` of each byte of v to bit 4.
+    __device__ static uint4 fifth(const uint4 & v, int bit) {
+        const auto f = [bit](uint32_t x) { return ((x >> bit) & 0x01010101u) << 4; };
+        return make_uint4(f(v.x), f(v.y), f(v.z), f(v.w));
+    }
+    __device__ static uint4 with(const uint4 & lo, const uint4 & hi) {
+        return make_uint4(lo.x | hi.x, lo.y | hi.y, lo.z | hi.z, lo.w | hi.w);
+    }
+    __device__ static float dot(const W & w, const A & a, int t) {
+        const int g = t >> 1;
+        const uint4 q0 = with(low_nibbles(w.qs), fifth(w.qh, 2 * g));
+        const uint4 q1 = with(high_nibbles(w.qs), fifth(w.qh, 2 * g + 1));
+        return scaled_pair(w.hd, dot4(q0, a.a0), dot4(q1, a.a1), a, t);
+    }
+};
+
+// Q6_K: lane t takes half n = t / 4 of the block (128 elements) and in it
+// positions l = 8p..8p+7 (p = t % 4) of each of its four 32-element
+// quarters k, whose codes are ql[64n + l] (k = 0: low, k = 2: high nibble),
+// ql[64n + 32 + l] (k = 1, 3) and two bits of qh[32n + l] (bits 2k, 2k+1);
+// element 128n + 32k + l has scale scales[8n + 2k + l / 16].
+template <> struct KFmt<GGML_TYPE_Q6_K> {
+    static constexpr int kBytes = sizeof(quant::BlockQ6_K), kMaxRW = 4;
+    struct W { uint2 la, lb, qh, sc; uint32_t d; };
+    struct A {
+        int2  a[4];
+        float d[4];
+    };
+    __device__ static W load(const uint8_t * b, int t) {
+        const int n = t >> 2, p = t & 3;
+        W w;
+        w.la = load8_a2(b + 64 * n + 8 * p);
+        w.lb = load8_a2(b + 64 * n + 32 + 8 * p);
+        w.qh = load8_a2(b + 128 + 32 * n + 8 * p);
+        w.sc = load8_a2(b + 192 + 8 * n);
+        w.d = __ldg(reinterpret_cast<const uint16_t *>(b + 208));
+        return w;
+    }
+    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) {
+        const int n = t >> 2, p = t & 3;
+        A a;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            a.a[k] = *reinterpret_cast<const int2 *>(q + 128 * n + 32 * k + 8 * p);
+            a.d[k] = ds[4 * n + k].x;
+        }
+        return a;
+    }
+    __device__ static float dot(const W & w, const A & a, int t) {
+        const int p = t & 3;
+        int s[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const uint32_t la = h ? w.la.y : w.la.x, lb = h ? w.lb.y : w.lb.x, qh = h ? w.qh.y : w.qh.x;
+            const uint32_t q[4] = {
+                (la & 0x0f0f0f0fu) | ((qh << 4) & 0x30303030u),
+                (lb & 0x0f0f0f0fu) | ((qh << 2) & 0x30303030u),
+                ((la >> 4) & 0x0f0f0f0fu) | (qh & 0x30303030u),
+                ((lb >> 4) & 0x0f0f0f0fu) | ((qh >> 2) & 0x30303030u),
+            };
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                // Codes 0..63 less 32, per byte (no borrow crosses bytes).
+                const int v = int(__vsub4(q[k], 0x20202020u));
+                s[k] = __dp4a(v, h ? a.a[k].y : a.a[k].x, s[k]);
+            }
+        }
+        // Scales 8n + 2k + p / 2 of the block's 16: bytes p / 2 + 2k of the 8 at 8n.
+        float r = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int i = (p >> 1) + 2 * k;
+            const int sc = int(int8_t(((i < 4 ? w.sc.x : w.sc.y) >> (8 * (i & 3))) & 0xffu));
+            r = fmaf(float(sc) * a.d[k], float(s[k]), r);
+        }
+        return quant::half(uint16_t(w.d)) * r;
+    }
+};
+
+// Blocks per SM the register budget must allow: a warp holds two super-blocks
+// of weights per row (the one decoded, the one loading), so more rows per warp
+// take more registers and fewer warps keep as many bytes in flight (Q5_K's
+// rows hold a third word, its fifth bits). Chosen where ptxas spills nothing.
+template <int T, int RW>
+constexpr int kMinBlocks = RW >= 4 || (RW == 2 && T == GGML_TYPE_Q5_K) ? 4 : RW == 2 ? 5 : 6;
+
+// RW consecutive weight rows per warp (every member's M a multiple of RW);
+// R warps per row group (1 or kWarps). The warp's 4 lane groups take
+// consecutive super-blocks; R warps interleave along the row.
+template <int T, int R, int RW>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, RW>) mmv_k_kernel(const __grid_constant__ Q8Group g) {
+    using F = KFmt<T>;
+    __shared__ float part_sums[kWarps][RW];
+    const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
+    const int t = lane % kLanesPerBlock, sub = warp % R;
+    const int64_t grow = (int64_t(blockIdx.x) * (kWarps / R) + warp / R) * RW;
+    const bool live = grow < g.rows;
+    const int j = group_member(g, grow);
+    const Q8Args & p = g.m[j];
+    const int64_t m = grow - g.row0[j];
+    const int64_t n_sb = p.K / kQK;
+    const int64_t first = int64_t(sub) * kBlocksPerWarp + lane / kLanesPerBlock;
+    constexpr int64_t kStride = int64_t(R) * kBlocksPerWarp;
+
+    for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
+        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
+        const uint8_t * row = reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 +
+                                                                (i13 / p.r3) * p.a_nb3);
+        const int64_t col = i12 + i13 * p.ne12;  // the activation column of this matrix (N == 1)
+        const int8_t * qa = p.q + col * p.K;
+        const float2 * da = p.ds + col * (p.K / 32);
+        float acc[RW];
+#pragma unroll
+        for (int r = 0; r < RW; ++r) acc[r] = 0.0f;
+
+        typename F::W w[RW];
+        int64_t s = live ? first : n_sb;
+        if (s < n_sb) {
+#pragma unroll
+            for (int r = 0; r < RW; ++r) w[r] = F::load(row + r * p.a_nb1 + s * F::kBytes, t);
+        }
+        pdl_wait();
+        pdl_trigger();
+        for (; s < n_sb; s += kStride) {
+            const typename F::A a = F::load_act(qa + s * kQK, da + s * (kQK / 32), t);
+            typename F::W next[RW];
+            const bool more = s + kStride < n_sb;
+            if (more) {
+#pragma unroll
+                for (int r = 0; r < RW; ++r) next[r] = F::load(row + r * p.a_nb1 + (s + kStride) * F::kBytes, t);
+            }
+#pragma unroll
+            for (int r = 0; r < RW; ++r) acc[r] += F::dot(w[r], a, t);
+            if (more) {
+#pragma unroll
+                for (int r = 0; r < RW; ++r) w[r] = next[r];
+            }
+        }
+        RowAdd add = p.add;
+        if (add.dst != nullptr) {
+            add.src += m * 4;
+            add.dst += m * 4;
+        }
+        store_row_sums<1, R, kWarps, RW>(acc, part_sums, live, 1, p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4,
+                                         p.d_nb1, add);
+    }
+}
+
+template <int T, int R, int RW> void launch_k(const Q8Group & g, cudaStream_t st) {
+    constexpr int kGroups = kWarps / R;
+    const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
+    launch(mmv_k_kernel<T, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
+}
+
+// Enough warps to keep weight bytes in flight on every SM (measured for the
+// 32-element mat-vec: results/h200).
+constexpr int64_t kFillWarps = 4096;
+
+template <int T, int RW> void launch_k_rw(const Q8Group & g, int64_t warps, int64_t n_sb, cudaStream_t st) {
+    // The 4 warps of a block share a row group where rows are too few to fill
+    // the GPU and each warp still gets a super-block per lane group.
+    if (warps < kFillWarps && n_sb >= int64_t(kWarps) * kBlocksPerWarp) {
+        launch_k<T, kWarps, RW>(g, st);
+    } else {
+        launch_k<T, 1, RW>(g, st);
+    }
+}
+
+bool rows_multiple_of(const Q8Group & g, int64_t rw) {
+    for (int i = 0; i < g.n; ++i) {
+        if (g.m[i].M % rw != 0) return false;
+    }
+    return true;
+}
+
+// Rows per warp: as many as the format's registers allow (they share the
+// activation loads), fewer where that would leave too few warps even with K
+// split over a block.
+template <int T> void launch_k_t(const Q8Group & g, cudaStream_t st) {
+    const int64_t mats = g.m[0].ne12 * g.m[0].ne13, n_sb = g.m[0].K / kQK;
+    const int64_t split = n_sb >= int64_t(kWarps) * kBlocksPerWarp ? kWarps : 1;
+    int rw = KFmt<T>::kMaxRW;
+    while (rw > 1 && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarps)) rw /= 2;
+    const int64_t warps = g.rows / rw * mats;
+    if (rw >= 4) {
+        launch_k_rw<T, KFmt<T>::kMaxRW >= 4 ? 4 : 2>(g, warps, n_sb, st);
+    } else if (rw == 2) {
+        launch_k_rw<T, 2>(g, warps, n_sb, st);
+    } else {
+        launch_k_rw<T, 1>(g, warps, n_sb, st);
+    }
+}
+
+} // namespace
+
+void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st) {
+    switch (t) {
+        case GGML_TYPE_Q4_K: launch_k_t<GGML_TYPE_Q4_K>(g, st); break;
+        case GGML_TYPE_Q5_K: launch_k_t<GGML_TYPE_Q5_K>(g, st); break;
+        case GGML_TYPE_Q6_K: launch_k_t<GGML_TYPE_Q6_K>(g, st); break;
+        default:             SI_ASSERT_MSG(false, "the integer mat-vec has no kernel for this weight type"); break;
+    }
+}
+
+} // namespace standin::kernels::cuda::mm
