@@ -228,17 +228,19 @@ template <> struct KFmt<GGML_TYPE_Q6_K> {
 // Blocks per SM the register budget must allow: a warp holds two super-blocks
 // of weights per row (the one decoded, the one loading), so more rows per warp
 // take more registers and fewer warps keep as many bytes in flight (Q5_K's
-// rows hold a third word, its fifth bits). Chosen where ptxas spills nothing.
-template <int T, int RW>
-constexpr int kMinBlocks = RW >= 4 || (RW == 2 && T == GGML_TYPE_Q5_K) ? 4 : RW == 2 ? 5 : 6;
+// rows hold a third word, its fifth bits); several columns hold their
+// activations. Chosen where ptxas spills nothing.
+template <int T, int NC, int RW>
+constexpr int kMinBlocks = NC > 1 || RW >= 4 || (RW == 2 && T == GGML_TYPE_Q5_K) ? 4 : RW == 2 ? 5 : 6;
 
-// RW consecutive weight rows per warp (every member's M a multiple of RW);
-// R warps per row group (1 or kWarps). The warp's 4 lane groups take
-// consecutive super-blocks; R warps interleave along the row.
-template <int T, int R, int RW>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, RW>) mmv_k_kernel(const __grid_constant__ Q8Group g) {
+// RW consecutive weight rows per warp (every member's M a multiple of RW) by
+// NC columns (one weight load serves them all); R warps per row group (1 or
+// kWarps). The warp's 4 lane groups take consecutive super-blocks; R warps
+// interleave along the row.
+template <int T, int NC, int R, int RW>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kernel(const __grid_constant__ Q8Group g) {
     using F = KFmt<T>;
-    __shared__ float part_sums[kWarps][RW];
+    __shared__ float part_sums[kWarps][RW * NC];
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
     const int t = lane % kLanesPerBlock, sub = warp % R;
     const int64_t grow = (int64_t(blockIdx.x) * (kWarps / R) + warp / R) * RW;
@@ -247,6 +249,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, RW>) mmv_k_kernel(c
     const Q8Args & p = g.m[j];
     const int64_t m = grow - g.row0[j];
     const int64_t n_sb = p.K / kQK;
+    const int ncols = int(p.N);
     const int64_t first = int64_t(sub) * kBlocksPerWarp + lane / kLanesPerBlock;
     constexpr int64_t kStride = int64_t(R) * kBlocksPerWarp;
 
@@ -254,12 +257,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, RW>) mmv_k_kernel(c
         const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
         const uint8_t * row = reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 +
                                                                 (i13 / p.r3) * p.a_nb3);
-        const int64_t col = i12 + i13 * p.ne12;  // the activation column of this matrix (N == 1)
-        const int8_t * qa = p.q + col * p.K;
-        const float2 * da = p.ds + col * (p.K / 32);
-        float acc[RW];
+        const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
+        float acc[RW * NC];
 #pragma unroll
-        for (int r = 0; r < RW; ++r) acc[r] = 0.0f;
+        for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
 
         typename F::W w[RW];
         int64_t s = live ? first : n_sb;
@@ -270,7 +271,13 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, RW>) mmv_k_kernel(c
         pdl_wait();
         pdl_trigger();
         for (; s < n_sb; s += kStride) {
-            const typename F::A a = F::load_act(qa + s * kQK, da + s * (kQK / 32), t);
+            typename F::A a[NC];
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                // Columns past N read column 0 again (their sums are not stored).
+                const int64_t col = col0 + (c < ncols ? c : 0);
+                a[c] = F::load_act(p.q + col * p.K + s * kQK, p.ds + col * (p.K / 32) + s * (kQK / 32), t);
+            }
             typename F::W next[RW];
             const bool more = s + kStride < n_sb;
             if (more) {
@@ -278,7 +285,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, RW>) mmv_k_kernel(c
                 for (int r = 0; r < RW; ++r) next[r] = F::load(row + r * p.a_nb1 + (s + kStride) * F::kBytes, t);
             }
 #pragma unroll
-            for (int r = 0; r < RW; ++r) acc[r] += F::dot(w[r], a, t);
+            for (int r = 0; r < RW; ++r) {
+#pragma unroll
+                for (int c = 0; c < NC; ++c) acc[r * NC + c] += F::dot(w[r], a[c], t);
+            }
             if (more) {
 #pragma unroll
                 for (int r = 0; r < RW; ++r) w[r] = next[r];
@@ -289,28 +299,28 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, RW>) mmv_k_kernel(c
             add.src += m * 4;
             add.dst += m * 4;
         }
-        store_row_sums<1, R, kWarps, RW>(acc, part_sums, live, 1, p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4,
-                                         p.d_nb1, add);
+        store_row_sums<NC, R, kWarps, RW>(acc, part_sums, live, ncols, p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4,
+                                          p.d_nb1, add);
     }
 }
 
-template <int T, int R, int RW> void launch_k(const Q8Group & g, cudaStream_t st) {
+template <int T, int NC, int R, int RW> void launch_k(const Q8Group & g, cudaStream_t st) {
     constexpr int kGroups = kWarps / R;
     const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
-    launch(mmv_k_kernel<T, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
+    launch(mmv_k_kernel<T, NC, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
 // Enough warps to keep weight bytes in flight on every SM (measured for the
 // 32-element mat-vec: results/h200).
 constexpr int64_t kFillWarps = 4096;
 
-template <int T, int RW> void launch_k_rw(const Q8Group & g, int64_t warps, int64_t n_sb, cudaStream_t st) {
+template <int T, int NC, int RW> void launch_k_rw(const Q8Group & g, int64_t warps, int64_t n_sb, cudaStream_t st) {
     // The 4 warps of a block share a row group where rows are too few to fill
     // the GPU and each warp still gets a super-block per lane group.
     if (warps < kFillWarps && n_sb >= int64_t(kWarps) * kBlocksPerWarp) {
-        launch_k<T, kWarps, RW>(g, st);
+        launch_k<T, NC, kWarps, RW>(g, st);
     } else {
-        launch_k<T, 1, RW>(g, st);
+        launch_k<T, NC, 1, RW>(g, st);
     }
 }
 
@@ -321,21 +331,31 @@ bool rows_multiple_of(const Q8Group & g, int64_t rw) {
     return true;
 }
 
-// Rows per warp: as many as the format's registers allow (they share the
-// activation loads), fewer where that would leave too few warps even with K
-// split over a block.
+// One column: rows per warp as many as the format's registers allow (they
+// share the activation loads), fewer where that would leave too few warps
+// even with K split over a block. Several columns: one row per warp, the
+// weight loads shared by the columns instead.
 template <int T> void launch_k_t(const Q8Group & g, cudaStream_t st) {
-    const int64_t mats = g.m[0].ne12 * g.m[0].ne13, n_sb = g.m[0].K / kQK;
+    const int64_t mats = g.m[0].ne12 * g.m[0].ne13, n_sb = g.m[0].K / kQK, N = g.m[0].N;
+    if (N > 1) {
+        const int64_t warps = g.rows * mats;
+        if (N <= 2) {
+            launch_k_rw<T, 2, 1>(g, warps, n_sb, st);
+        } else {
+            launch_k_rw<T, 4, 1>(g, warps, n_sb, st);
+        }
+        return;
+    }
     const int64_t split = n_sb >= int64_t(kWarps) * kBlocksPerWarp ? kWarps : 1;
     int rw = KFmt<T>::kMaxRW;
     while (rw > 1 && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarps)) rw /= 2;
     const int64_t warps = g.rows / rw * mats;
     if (rw >= 4) {
-        launch_k_rw<T, KFmt<T>::kMaxRW >= 4 ? 4 : 2>(g, warps, n_sb, st);
+        launch_k_rw<T, 1, KFmt<T>::kMaxRW >= 4 ? 4 : 2>(g, warps, n_sb, st);
     } else if (rw == 2) {
-        launch_k_rw<T, 2>(g, warps, n_sb, st);
+        launch_k_rw<T, 1, 2>(g, warps, n_sb, st);
     } else {
-        launch_k_rw<T, 1>(g, warps, n_sb, st);
+        launch_k_rw<T, 1, 1>(g, warps, n_sb, st);
     }
 }
 
