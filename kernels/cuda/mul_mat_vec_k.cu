@@ -316,8 +316,11 @@ constexpr int64_t kFillWarps = 4096;
 
 template <int T, int NC, int RW> void launch_k_rw(const Q8Group & g, int64_t warps, int64_t n_sb, cudaStream_t st) {
     // The 4 warps of a block share a row group where rows are too few to fill
-    // the GPU and each warp still gets a super-block per lane group.
-    if (warps < kFillWarps && n_sb >= int64_t(kWarps) * kBlocksPerWarp) {
+    // the GPU and each warp still gets a super-block per lane group, or where
+    // a row alone is a long chain of dependent steps (measured: 2 columns of
+    // 4096 x 14336 Q4_K took 54 us with a warp per row, 14 steps each).
+    constexpr int64_t kSplitStep = int64_t(kWarps) * kBlocksPerWarp;
+    if ((warps < kFillWarps && n_sb >= kSplitStep) || n_sb >= 2 * kSplitStep) {
         launch_k<T, NC, kWarps, RW>(g, st);
     } else {
         launch_k<T, NC, 1, RW>(g, st);
