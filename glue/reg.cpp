@@ -1,6 +1,8 @@
 // The registry: standin's entry into ggml. Built on first use (never from a
 // global constructor: ggml's own registry is a function-local static too, and
 // touching it from a constructor runs into initialisation order).
+#include <dlfcn.h>
+
 #include <deque>
 #include <mutex>
 
@@ -282,10 +284,32 @@ std::once_flag g_registry_once;
 ggml_backend_reg * g_registry = nullptr;
 const char * g_preload_symbol = nullptr;  // set when preload mode built it
 
+// Note [module pinned]
+// Once the registry exists, this module stays mapped until the process ends,
+// whatever the host does with its handle: the registry and its devices live as
+// long as the process (as every ggml backend's do), and the device runtimes
+// they started keep code here running after an unload could happen (the CUDA
+// runtime's exit handlers and threads: a CUDA build unloaded after its first
+// graph crashed, glue.plugin.reload on the H200). A module only scored by
+// ggml's loader, never asked for its registry, still unloads. Built into a
+// program instead (the unit tests), there is nothing to pin.
+void pin_module() {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<const void *>(&pin_module), &info) != 0 && info.dli_fname != nullptr) {
+        // RTLD_NOLOAD: only the copy already mapped; RTLD_NODELETE: never unmapped.
+        if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == nullptr) {
+            SI_LOG_DEBUG("module not pinned (%s): not a loaded module", info.dli_fname);
+        }
+    }
+}
+
 } // namespace
 
 ggml_backend_reg_t registry() {
-    std::call_once(g_registry_once, [] { g_registry = choose_registry({}); });
+    std::call_once(g_registry_once, [] {
+        pin_module();
+        g_registry = choose_registry({});
+    });
     return g_registry;
 }
 
@@ -293,6 +317,7 @@ ggml_backend_reg_t registry_preloaded(ggml_backend_reg_t (*real)(), const char *
     std::call_once(g_registry_once, [&] {
         // Standalone never stands in for a real library: the application keeps
         // its real backend, standin's own devices come through GGML_BACKEND_PATH.
+        pin_module();
         const bool standalone = diag::config().mode == diag::Config::Mode::standalone;
         g_registry = choose_registry(standalone ? PreloadRequest{} : PreloadRequest{real, symbol});
         g_preload_symbol = standalone ? nullptr : symbol;

@@ -85,13 +85,14 @@ inline int mmq_chunk(ggml_type t) {
 
 // The integer mat-vec's weight types and the most src1 columns it takes:
 // the 32-element formats (mul_mat_vec_q8.cu) up to 8, the K formats
-// (mul_mat_vec_k.cu) one; 0: none. mm::q8_applies adds the shape checks.
+// (mul_mat_vec_k.cu) up to 4; 0: none. mm::q8_applies adds the shape checks.
+// The table picks it over mmq only up to kVecIntMaxN columns.
 inline int vec_int_max_n(ggml_type t) {
     switch (t) {
         case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
             return 8;
         case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-            return 1;
+            return 4;
         default:
             return 0;
     }

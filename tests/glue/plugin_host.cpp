@@ -6,7 +6,9 @@
 //
 //   reload LIBGGML PLUGIN    the plugin loaded, scored and unloaded three
 //                            times, then loaded, used (a graph on its first
-//                            device) and unloaded twice, in one process
+//                            device) and closed twice, in one process; once
+//                            its registry exists the module stays mapped
+//                            (Note [module pinned], glue/reg.cpp)
 //   foreign LIBGGML PLUGIN   the plugin (a copy, alone in a folder) loaded by
 //                            another build's libggml, e.g. npm's prebuilt one:
 //                            its devices work and the process maps exactly one
@@ -201,6 +203,9 @@ int cmd_reload(const Ggml & g, const char * plugin) {
         if (!err.empty()) return fail("round " + std::to_string(i) + ": " + err);
         std::printf("round %d: %s computed a graph\n", i, g.ggml_backend_dev_name(g.ggml_backend_reg_dev_get(reg, 0)));
         if (dlclose(h) != 0) return fail("dlclose failed");
+        void * still = dlopen(plugin, RTLD_NOW | RTLD_NOLOAD);
+        if (still == nullptr) return fail("the module was unmapped although its registry exists");
+        dlclose(still);
     }
     return 0;
 }
