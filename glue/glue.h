@@ -84,6 +84,9 @@ EventContext &      event_ctx(ggml_backend_event_t event);
 // --- constructors used across files ------------------------------------------
 // The registry (built once, thread-safe, never freed).
 ggml_backend_reg_t registry();
+// Keeps this module mapped for the rest of the process (Note [module pinned],
+// glue/reg.cpp); the module's entry points call it first. Idempotent.
+void pin_module();
 // The same registry, reached from a preloaded registration function
 // (Note [preload mode] in interpose/preload.h): when it is not built yet, it
 // is built interposing `real`. *built_for is the symbol it was built for in

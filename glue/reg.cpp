@@ -284,26 +284,29 @@ std::once_flag g_registry_once;
 ggml_backend_reg * g_registry = nullptr;
 const char * g_preload_symbol = nullptr;  // set when preload mode built it
 
+} // namespace
+
 // Note [module pinned]
-// Once the registry exists, this module stays mapped until the process ends,
-// whatever the host does with its handle: the registry and its devices live as
-// long as the process (as every ggml backend's do), and the device runtimes
-// they started keep code here running after an unload could happen (the CUDA
-// runtime's exit handlers and threads: a CUDA build unloaded after its first
-// graph crashed, glue.plugin.reload on the H200). A module only scored by
-// ggml's loader, never asked for its registry, still unloads. Built into a
-// program instead (the unit tests), there is nothing to pin.
+// From the first call into it (a score or a registry), this module stays
+// mapped until the process ends, whatever the host does with its handle.
+// The registry and its devices live as long as the process (as every ggml
+// backend's do) and the device runtimes they start keep running code here;
+// and a second copy loaded after the first was unmapped crashed in its first
+// call on the H200 machine (glue.plugin.reload: ggml's loader scores a module
+// by opening and closing it, then opens it again). With the module pinned,
+// every later open returns the first copy. Built into a program instead (the
+// unit tests), there is nothing to pin.
 void pin_module() {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<const void *>(&pin_module), &info) != 0 && info.dli_fname != nullptr) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        Dl_info info{};
+        if (dladdr(reinterpret_cast<const void *>(&pin_module), &info) == 0 || info.dli_fname == nullptr) return;
         // RTLD_NOLOAD: only the copy already mapped; RTLD_NODELETE: never unmapped.
         if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == nullptr) {
             SI_LOG_DEBUG("module not pinned (%s): not a loaded module", info.dli_fname);
         }
-    }
+    });
 }
-
-} // namespace
 
 ggml_backend_reg_t registry() {
     std::call_once(g_registry_once, [] {

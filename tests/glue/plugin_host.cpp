@@ -6,8 +6,8 @@
 //
 //   reload LIBGGML PLUGIN    the plugin loaded, scored and unloaded three
 //                            times, then loaded, used (a graph on its first
-//                            device) and closed twice, in one process; once
-//                            its registry exists the module stays mapped
+//                            device) and closed twice, in one process; from
+//                            its first call the module stays mapped
 //                            (Note [module pinned], glue/reg.cpp)
 //   foreign LIBGGML PLUGIN   the plugin (a copy, alone in a folder) loaded by
 //                            another build's libggml, e.g. npm's prebuilt one:
@@ -192,6 +192,9 @@ int cmd_reload(const Ggml & g, const char * plugin) {
         auto score = reinterpret_cast<int (*)()>(dlsym(h, "ggml_backend_score"));
         if (score == nullptr || score() <= 0) return fail("no positive ggml_backend_score");
         if (dlclose(h) != 0) return fail("dlclose failed");
+        void * still = dlopen(plugin, RTLD_NOW | RTLD_NOLOAD);
+        if (still == nullptr) return fail("the module was unmapped after its first call");
+        dlclose(still);
     }
     for (int i = 0; i < 2; ++i) {
         void * h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
@@ -204,7 +207,7 @@ int cmd_reload(const Ggml & g, const char * plugin) {
         std::printf("round %d: %s computed a graph\n", i, g.ggml_backend_dev_name(g.ggml_backend_reg_dev_get(reg, 0)));
         if (dlclose(h) != 0) return fail("dlclose failed");
         void * still = dlopen(plugin, RTLD_NOW | RTLD_NOLOAD);
-        if (still == nullptr) return fail("the module was unmapped although its registry exists");
+        if (still == nullptr) return fail("the module was unmapped after its registry was built");
         dlclose(still);
     }
     return 0;
