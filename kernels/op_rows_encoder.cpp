@@ -151,21 +151,21 @@ bool sup_pad_reflect(const ggml_tensor * n) {
 void append_encoder_rows(std::vector<OpRow> & rows) {
     rows.insert(rows.end(), {
         // op                        sub  host                                      cuda
-        {GGML_OP_IM2COL,             -1, {sup_im2col, host::im2col},                SI_CUDA_UNPROVEN(sup_im2col, cuda::im2col), true},
-        {GGML_OP_IM2COL_3D,          -1, {sup_im2col_3d, host::im2col_3d},          SI_CUDA_UNPROVEN(sup_im2col_3d, cuda::im2col_3d), true},
-        {GGML_OP_CONV_2D,            -1, {sup_conv_2d, host::conv_2d},              SI_CUDA_UNPROVEN(sup_conv_2d, cuda::conv_2d), true},
-        {GGML_OP_CONV_3D,            -1, {sup_conv_3d, host::conv_3d},              SI_CUDA_UNPROVEN(sup_conv_3d, cuda::conv_3d), true},
-        {GGML_OP_COL2IM_1D,          -1, {sup_col2im_1d, host::col2im_1d},          SI_CUDA_UNPROVEN(sup_col2im_1d, cuda::col2im_1d), true},
-        {GGML_OP_CONV_2D_DW,         -1, {sup_conv_2d_dw, host::conv_2d_dw},        SI_CUDA_UNPROVEN(sup_conv_2d_dw, cuda::conv_2d_dw), true},
+        {GGML_OP_IM2COL,             -1, {sup_im2col, host::im2col},                SI_CUDA(sup_im2col, cuda::im2col), true},
+        {GGML_OP_IM2COL_3D,          -1, {sup_im2col_3d, host::im2col_3d},          SI_CUDA(sup_im2col_3d, cuda::im2col_3d), true},
+        {GGML_OP_CONV_2D,            -1, {sup_conv_2d, host::conv_2d},              SI_CUDA(sup_conv_2d, cuda::conv_2d), true},
+        {GGML_OP_CONV_3D,            -1, {sup_conv_3d, host::conv_3d},              SI_CUDA(sup_conv_3d, cuda::conv_3d), true},
+        {GGML_OP_COL2IM_1D,          -1, {sup_col2im_1d, host::col2im_1d},          SI_CUDA(sup_col2im_1d, cuda::col2im_1d), true},
+        {GGML_OP_CONV_2D_DW,         -1, {sup_conv_2d_dw, host::conv_2d_dw},        SI_CUDA(sup_conv_2d_dw, cuda::conv_2d_dw), true},
         {GGML_OP_CONV_TRANSPOSE_1D,  -1, {sup_conv_transpose_1d, host::conv_transpose_1d},
-         SI_CUDA_UNPROVEN(sup_conv_transpose_1d, cuda::conv_transpose_1d), true},
+         SI_CUDA(sup_conv_transpose_1d, cuda::conv_transpose_1d), true},
         {GGML_OP_CONV_TRANSPOSE_2D,  -1, {sup_conv_transpose_2d, host::conv_transpose_2d},
-         SI_CUDA_UNPROVEN(sup_conv_transpose_2d, cuda::conv_transpose_2d), true},
-        {GGML_OP_POOL_1D,            -1, {sup_pool_1d, host::pool_1d},              SI_CUDA_UNPROVEN(sup_pool_1d, cuda::pool_1d), true},
-        {GGML_OP_POOL_2D,            -1, {sup_pool_2d, host::pool_2d},              SI_CUDA_UNPROVEN(sup_pool_2d, cuda::pool_2d), true},
-        {GGML_OP_UPSCALE,            -1, {sup_upscale, host::upscale},              SI_CUDA_UNPROVEN(sup_upscale, cuda::upscale), true},
-        {GGML_OP_PAD,                -1, {sup_pad, host::pad},                      SI_CUDA_UNPROVEN(sup_pad, cuda::pad), true},
-        {GGML_OP_PAD_REFLECT_1D,     -1, {sup_pad_reflect, host::pad_reflect_1d},   SI_CUDA_UNPROVEN(sup_pad_reflect, cuda::pad_reflect_1d), true},
+         SI_CUDA(sup_conv_transpose_2d, cuda::conv_transpose_2d), true},
+        {GGML_OP_POOL_1D,            -1, {sup_pool_1d, host::pool_1d},              SI_CUDA(sup_pool_1d, cuda::pool_1d), true},
+        {GGML_OP_POOL_2D,            -1, {sup_pool_2d, host::pool_2d},              SI_CUDA(sup_pool_2d, cuda::pool_2d), true},
+        {GGML_OP_UPSCALE,            -1, {sup_upscale, host::upscale},              SI_CUDA(sup_upscale, cuda::upscale), true},
+        {GGML_OP_PAD,                -1, {sup_pad, host::pad},                      SI_CUDA(sup_pad, cuda::pad), true},
+        {GGML_OP_PAD_REFLECT_1D,     -1, {sup_pad_reflect, host::pad_reflect_1d},   SI_CUDA(sup_pad_reflect, cuda::pad_reflect_1d), true},
     });
 }
 

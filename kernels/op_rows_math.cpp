@@ -106,23 +106,23 @@ bool cuda_set(const ggml_tensor * n) {
 void append_math_rows(std::vector<OpRow> & rows) {
     rows.insert(rows.end(), {
         // op                 sub  host                    cuda                              local
-        {GGML_OP_SQR,         -1, {sup_math, host::math}, SI_CUDA_UNPROVEN(sup_math, cuda::math), true},
-        {GGML_OP_SQRT,        -1, {sup_math, host::math}, SI_CUDA_UNPROVEN(sup_math, cuda::math), true},
-        {GGML_OP_LOG,         -1, {sup_math, host::math}, SI_CUDA_UNPROVEN(sup_math, cuda::math), true},
-        {GGML_OP_SIN,         -1, {sup_math, host::math}, SI_CUDA_UNPROVEN(sup_math, cuda::math), true},
-        {GGML_OP_COS,         -1, {sup_math, host::math}, SI_CUDA_UNPROVEN(sup_math, cuda::math), true},
-        {GGML_OP_CLAMP,       -1, {sup_math, host::math}, SI_CUDA_UNPROVEN(sup_math, cuda::math), true},
-        {GGML_OP_LEAKY_RELU,  -1, {sup_math, host::math}, SI_CUDA_UNPROVEN(sup_math, cuda::math), true},
-        {GGML_OP_SET,         -1, {sup_set, host::set},   SI_CUDA_UNPROVEN(cuda_set, cuda::set), true},
-        {GGML_OP_ROLL,        -1, {sup_roll, host::roll}, SI_CUDA_UNPROVEN(sup_roll, cuda::roll), true},
-        {GGML_OP_ARANGE,      -1, {sup_arange, host::arange}, SI_CUDA_UNPROVEN(sup_arange, cuda::arange), true},
+        {GGML_OP_SQR,         -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
+        {GGML_OP_SQRT,        -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
+        {GGML_OP_LOG,         -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
+        {GGML_OP_SIN,         -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
+        {GGML_OP_COS,         -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
+        {GGML_OP_CLAMP,       -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
+        {GGML_OP_LEAKY_RELU,  -1, {sup_math, host::math}, SI_CUDA(sup_math, cuda::math), true},
+        {GGML_OP_SET,         -1, {sup_set, host::set},   SI_CUDA(cuda_set, cuda::set), true},
+        {GGML_OP_ROLL,        -1, {sup_roll, host::roll}, SI_CUDA(sup_roll, cuda::roll), true},
+        {GGML_OP_ARANGE,      -1, {sup_arange, host::arange}, SI_CUDA(sup_arange, cuda::arange), true},
         {GGML_OP_TIMESTEP_EMBEDDING, -1, {sup_timestep, host::timestep_embedding},
-         SI_CUDA_UNPROVEN(sup_timestep, cuda::timestep_embedding), true},
-        {GGML_OP_DSV4_HC_COMB, -1, {sup_hc_comb, host::dsv4_hc_comb}, SI_CUDA_UNPROVEN(sup_hc_comb, cuda::dsv4_hc_comb), true},
-        {GGML_OP_DSV4_HC_PRE,  -1, {sup_hc_pre, host::dsv4_hc_pre},   SI_CUDA_UNPROVEN(sup_hc_pre, cuda::dsv4_hc_pre), true},
-        {GGML_OP_DSV4_HC_POST, -1, {sup_hc_post, host::dsv4_hc_post}, SI_CUDA_UNPROVEN(sup_hc_post, cuda::dsv4_hc_post), true},
+         SI_CUDA(sup_timestep, cuda::timestep_embedding), true},
+        {GGML_OP_DSV4_HC_COMB, -1, {sup_hc_comb, host::dsv4_hc_comb}, SI_CUDA(sup_hc_comb, cuda::dsv4_hc_comb), true},
+        {GGML_OP_DSV4_HC_PRE,  -1, {sup_hc_pre, host::dsv4_hc_pre},   SI_CUDA(sup_hc_pre, cuda::dsv4_hc_pre), true},
+        {GGML_OP_DSV4_HC_POST, -1, {sup_hc_post, host::dsv4_hc_post}, SI_CUDA(sup_hc_post, cuda::dsv4_hc_post), true},
         {GGML_OP_LIGHTNING_INDEXER, -1, {sup_indexer, host::lightning_indexer},
-         SI_CUDA_UNPROVEN(cuda_indexer, cuda::lightning_indexer), true},
+         SI_CUDA(cuda_indexer, cuda::lightning_indexer), true},
     });
 }
 

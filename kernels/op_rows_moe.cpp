@@ -39,9 +39,9 @@ bool sup_add_id(const ggml_tensor * n) {
 void append_moe_rows(std::vector<OpRow> & rows) {
     rows.insert(rows.end(), {
         // op              sub  host                           cuda                                   local
-        {GGML_OP_ARGSORT,  -1, {sup_argsort, host::argsort}, SI_CUDA_UNPROVEN(sup_argsort, cuda::argsort), true},
-        {GGML_OP_TOP_K,    -1, {sup_top_k, host::top_k},     SI_CUDA_UNPROVEN(sup_top_k, cuda::top_k),     true},
-        {GGML_OP_ADD_ID,   -1, {sup_add_id, host::add_id},   SI_CUDA_UNPROVEN(sup_add_id, cuda::add_id),   true},
+        {GGML_OP_ARGSORT,  -1, {sup_argsort, host::argsort}, SI_CUDA(sup_argsort, cuda::argsort), true},
+        {GGML_OP_TOP_K,    -1, {sup_top_k, host::top_k},     SI_CUDA(sup_top_k, cuda::top_k),     true},
+        {GGML_OP_ADD_ID,   -1, {sup_add_id, host::add_id},   SI_CUDA(sup_add_id, cuda::add_id),   true},
     });
 }
 

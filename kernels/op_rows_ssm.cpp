@@ -132,20 +132,20 @@ bool cuda_ssm_scan(const ggml_tensor * n) {
 void append_ssm_rows(std::vector<OpRow> & rows) {
     rows.insert(rows.end(), {
         // op                       sub  host                                   cuda
-        {GGML_OP_SSM_CONV,          -1, {sup_ssm_conv, host::ssm_conv},          SI_CUDA_UNPROVEN(sup_ssm_conv, cuda::ssm_conv), true},
-        {GGML_OP_SSM_SCAN,          -1, {sup_ssm_scan, host::ssm_scan},          SI_CUDA_UNPROVEN(cuda_ssm_scan, cuda::ssm_scan), true},
-        {GGML_OP_RWKV_WKV6,         -1, {sup_wkv6, host::rwkv_wkv6},             SI_CUDA_UNPROVEN(cuda_wkv6, cuda::rwkv_wkv6), true},
-        {GGML_OP_GATED_LINEAR_ATTN, -1, {sup_gla, host::gated_linear_attn},      SI_CUDA_UNPROVEN(cuda_gla, cuda::gated_linear_attn), true},
-        {GGML_OP_RWKV_WKV7,         -1, {sup_wkv7, host::rwkv_wkv7},             SI_CUDA_UNPROVEN(cuda_wkv7, cuda::rwkv_wkv7), true},
-        {GGML_OP_GATED_DELTA_NET,   -1, {sup_delta_net, host::gated_delta_net},  SI_CUDA_UNPROVEN(cuda_delta_net, cuda::gated_delta_net), true},
-        {GGML_OP_CUMSUM,            -1, {sup_f32_same, host::cumsum},            SI_CUDA_UNPROVEN(sup_f32_same, cuda::cumsum), true},
-        {GGML_OP_TRI,               -1, {sup_tri, host::tri},                    SI_CUDA_UNPROVEN(sup_tri, cuda::tri), true},
-        {GGML_OP_FILL,              -1, {sup_fill, host::fill},                  SI_CUDA_UNPROVEN(sup_fill, cuda::fill), true},
-        {GGML_OP_DIAG,              -1, {sup_diag, host::diag},                  SI_CUDA_UNPROVEN(sup_diag, cuda::diag), true},
-        {GGML_OP_DIAG_MASK_INF,     -1, {sup_diag_mask, host::diag_mask_inf},   SI_CUDA_UNPROVEN(sup_diag_mask, cuda::diag_mask_inf), true},
-        {GGML_OP_SOLVE_TRI,         -1, {sup_solve_tri, host::solve_tri},        SI_CUDA_UNPROVEN(sup_solve_tri, cuda::solve_tri), true},
-        {GGML_OP_L2_NORM,           -1, {sup_l2_norm, host::l2_norm},            SI_CUDA_UNPROVEN(sup_l2_norm, cuda::l2_norm), true},
-        {GGML_OP_GROUP_NORM,        -1, {sup_group_norm, host::group_norm},      SI_CUDA_UNPROVEN(sup_group_norm, cuda::group_norm), true},
+        {GGML_OP_SSM_CONV,          -1, {sup_ssm_conv, host::ssm_conv},          SI_CUDA(sup_ssm_conv, cuda::ssm_conv), true},
+        {GGML_OP_SSM_SCAN,          -1, {sup_ssm_scan, host::ssm_scan},          SI_CUDA(cuda_ssm_scan, cuda::ssm_scan), true},
+        {GGML_OP_RWKV_WKV6,         -1, {sup_wkv6, host::rwkv_wkv6},             SI_CUDA(cuda_wkv6, cuda::rwkv_wkv6), true},
+        {GGML_OP_GATED_LINEAR_ATTN, -1, {sup_gla, host::gated_linear_attn},      SI_CUDA(cuda_gla, cuda::gated_linear_attn), true},
+        {GGML_OP_RWKV_WKV7,         -1, {sup_wkv7, host::rwkv_wkv7},             SI_CUDA(cuda_wkv7, cuda::rwkv_wkv7), true},
+        {GGML_OP_GATED_DELTA_NET,   -1, {sup_delta_net, host::gated_delta_net},  SI_CUDA(cuda_delta_net, cuda::gated_delta_net), true},
+        {GGML_OP_CUMSUM,            -1, {sup_f32_same, host::cumsum},            SI_CUDA(sup_f32_same, cuda::cumsum), true},
+        {GGML_OP_TRI,               -1, {sup_tri, host::tri},                    SI_CUDA(sup_tri, cuda::tri), true},
+        {GGML_OP_FILL,              -1, {sup_fill, host::fill},                  SI_CUDA(sup_fill, cuda::fill), true},
+        {GGML_OP_DIAG,              -1, {sup_diag, host::diag},                  SI_CUDA(sup_diag, cuda::diag), true},
+        {GGML_OP_DIAG_MASK_INF,     -1, {sup_diag_mask, host::diag_mask_inf},   SI_CUDA(sup_diag_mask, cuda::diag_mask_inf), true},
+        {GGML_OP_SOLVE_TRI,         -1, {sup_solve_tri, host::solve_tri},        SI_CUDA(sup_solve_tri, cuda::solve_tri), true},
+        {GGML_OP_L2_NORM,           -1, {sup_l2_norm, host::l2_norm},            SI_CUDA(sup_l2_norm, cuda::l2_norm), true},
+        {GGML_OP_GROUP_NORM,        -1, {sup_group_norm, host::group_norm},      SI_CUDA(sup_group_norm, cuda::group_norm), true},
     });
 }
 

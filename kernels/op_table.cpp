@@ -282,7 +282,7 @@ bool sup_shape(const ggml_tensor * n) {
 bool cuda_copy(const ggml_tensor * n) {
     const ggml_tensor * s = n->src[0];
     if (sup_copy(n)) return true;
-    if (host::is_elem_copy(n)) return diag::config().cuda_unproven;  // copy_any (cpy_int.cu), not yet run on a GPU
+    if (host::is_elem_copy(n)) return true;  // copy_any (cpy_int.cu)
     if (!sup_copy_quant(n)) return false;
     const bool memcpy_case = s->type == n->type && ggml_is_contiguous(s) && ggml_is_contiguous(n);
     return memcpy_case || ggml_type_size(s->type) % 2 == 0;
@@ -381,7 +381,7 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_CONCAT,    -1, {sup_shape, host::shape}, SI_CUDA(cuda_shape, cuda::shape), true},
         {GGML_OP_REPEAT,    -1, {sup_shape, host::shape}, SI_CUDA(cuda_shape, cuda::shape), true},
         {GGML_OP_ADD1,      -1, {sup_shape, host::shape}, SI_CUDA_UNPROVEN(sup_shape, cuda::acc_add1), true},
-        {GGML_OP_ACC,       -1, {sup_shape, host::shape}, SI_CUDA_UNPROVEN(sup_shape, cuda::acc_add1), true},
+        {GGML_OP_ACC,       -1, {sup_shape, host::shape}, SI_CUDA(sup_shape, cuda::acc_add1), true},
         // --- end rows: normalisation
     };
 }

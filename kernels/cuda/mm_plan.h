@@ -4,8 +4,8 @@
 //
 //   weights            columns       kernel
 //   Q4_0..Q8_0         1             integer mat-vec (mul_mat_vec_q8.cu)
-//   Q4_K, Q5_K, Q6_K   1             integer mat-vec (mul_mat_vec_k.cu)
-//   Q4_0..Q6_K         2..127        integer tensor-core product (mmq.cu),
+//   Q4_K, Q5_K, Q6_K   1..2          integer mat-vec (mul_mat_vec_k.cu)
+//   Q4_0..Q6_K         2(3)..127     integer tensor-core product (mmq.cu),
 //                                    8..64 columns per tile
 //                      128..         cuBLAS over weights decoded to F16
 //                                    (mul_mat_blas.cu) when it is loaded,
@@ -13,9 +13,10 @@
 //   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
 //                      9..           cuBLAS, else the tiled TF32 kernel
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
-// mat-vec beats mmq only at one column (19 against 35 us for Q4_0) and is 3
-// to 6 times slower from 2 to 8; mmq is level with ggml-cuda at 16 to 32
-// columns and half its speed from 128, where the F16 GEMM is faster.
+// 32-element formats' mat-vec beats mmq only at one column (19 against 35 us
+// for Q4_0) and is 3 to 6 times slower from 2 to 8, the K formats' up to two
+// (vec_int below); mmq is level with ggml-cuda at 16 to 32 columns and half
+// its speed from 128, where the F16 GEMM is faster.
 //
 // Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8), weight rows per block
 // 64 * mw (mw = 1, 2). When the tiles alone would not fill the GPU twice over,
@@ -66,7 +67,6 @@ struct Choice {
 };
 
 constexpr int kVecMaxN = 8;      // float weights: the mat-vec up to here
-constexpr int kVecIntMaxN = 1;   // block weights: the integer mat-vec up to here
 constexpr int kBlasOverMmqN = 128;  // block weights: cuBLAS (when loaded) from here
 
 // Elements per mmq pipeline step (K must be a multiple) and whether mmq has a
@@ -83,20 +83,28 @@ inline int mmq_chunk(ggml_type t) {
     }
 }
 
-// The integer mat-vec's weight types and the most src1 columns it takes:
-// the 32-element formats (mul_mat_vec_q8.cu) up to 8, the K formats
-// (mul_mat_vec_k.cu) up to 4; 0: none. mm::q8_applies adds the shape checks.
-// The table picks it over mmq only up to kVecIntMaxN columns.
-inline int vec_int_max_n(ggml_type t) {
+// The integer mat-vec's weight types: the most src1 columns it takes
+// (mm::q8_applies adds the shape checks), and up to how many the table picks
+// it over mmq, measured on the H200 (4096 x 14336, `standin matmul`,
+// results/h200): the 32-element formats (mul_mat_vec_q8.cu) take 8 and win at
+// one column only (Q4_0 19 against 35 us; at 2, 41 against 37); the K formats
+// (mul_mat_vec_k.cu) take 4 and win at two (Q4_K 30 against 42 us, Q6_K 44
+// against 64), not at three or four (Q4_K 48 against 42). {0, 0}: none.
+struct VecInt {
+    int max_n;
+    int pick_n;
+};
+inline VecInt vec_int(ggml_type t) {
     switch (t) {
         case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
-            return 8;
+            return {8, 1};
         case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-            return 4;
+            return {4, 2};
         default:
-            return 0;
+            return {0, 0};
     }
 }
+inline int vec_int_max_n(ggml_type t) { return vec_int(t).max_n; }
 
 inline bool is_float(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 
@@ -133,7 +141,7 @@ inline Choice choose(const Problem & p) {
         return c;
     }
     const bool mmq = mmq_can(p) && p.mmq_mode != 1;
-    if (p.vec_int_ok && (p.N <= kVecIntMaxN || !mmq) && p.mmq_mode != 2) {
+    if (p.vec_int_ok && (p.N <= vec_int(p.type).pick_n || !mmq) && p.mmq_mode != 2) {
         c.path = Path::vec_int;
         return c;
     }

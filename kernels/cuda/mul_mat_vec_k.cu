@@ -1,6 +1,7 @@
-// MUL_MAT of one src1 column (token generation) with weights in the K
-// formats Q4_K, Q5_K and Q6_K, in integers, the way mul_mat_vec_q8.cu does
-// it for the 32-element formats:
+// MUL_MAT of up to 4 src1 columns (token generation; the kernel table takes
+// it up to 2, plan::vec_int) with weights in the K formats Q4_K, Q5_K and
+// Q6_K, in integers, the way mul_mat_vec_q8.cu does it for the 32-element
+// formats:
 //   - src1 is quantized to ggml-cpu's activation blocks for these formats
 //     (act_round.cuh, quantize_act_k: 256-groups with one scale d, laid out
 //     as {d, d * sum} per 32 codes);
@@ -17,13 +18,16 @@
 // words around its 8-byte pieces and realigns them with funnel shifts. The
 // next super-block's weights are loaded before the current one is decoded,
 // and the first before the wait on the previous kernel (Note [dependent
-// launch]). A warp takes RW rows, the activation loads shared by them; short
-// matrices split K over the 4 warps of a block, which meet in shared memory.
+// launch]). A warp takes RW rows by one column, the activation loads shared
+// by the rows, or one row by NC columns, the weight loads shared by the
+// columns; short matrices and long rows split K over the 4 warps of a block,
+// which meet in shared memory.
 // Same launch groups (Q8Group), fused ADD epilogue and row sums as the
 // 32-element mat-vec.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=q[456]_K.*n=1,' and
-// the MUL_MAT_VEC_FUSION cases; time with `perf` or `standin matmul`.
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=q[456]_K' (with
+// GGML_STANDIN_MMQ=off for 3 and 4 columns) and the MUL_MAT_VEC_FUSION cases;
+// time with `standin matmul` (scripts/gpu-check kquant).
 #include "diag/check.h"
 #include "kernels/common/quants.h"
 #include "kernels/cuda/common.cuh"

@@ -118,10 +118,11 @@ TEST(ProductPlan, KnobsAndFallbacks) {
     EXPECT_EQ(plan::choose(odd).path, plan::Path::vec_float);
 }
 
-TEST(ProductPlan, KFormatsDecodeOneColumnOnTheirMatVec) {
+TEST(ProductPlan, KFormatsDecodeUpToTwoColumnsOnTheirMatVec) {
     for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
         EXPECT_EQ(plan::choose(problem(t, 1)).path, plan::Path::vec_int) << ggml_type_name(t);
-        EXPECT_EQ(plan::choose(problem(t, 2)).path, plan::Path::mmq) << ggml_type_name(t);
+        EXPECT_EQ(plan::choose(problem(t, 2)).path, plan::Path::vec_int) << ggml_type_name(t);
+        EXPECT_EQ(plan::choose(problem(t, 3)).path, plan::Path::mmq) << ggml_type_name(t);
     }
     EXPECT_EQ(plan::vec_int_max_n(GGML_TYPE_Q2_K), 0);
     EXPECT_EQ(plan::vec_int_max_n(GGML_TYPE_F16), 0);

@@ -69,18 +69,21 @@ TEST_F(OpTableTensors, SupportFollowsTypes) {
 // A CUDA kernel that has not passed test-backend-ops on a GPU is not claimed
 // (unless GGML_STANDIN_CUDA_UNPROVEN=1), while the host kernel of the same op is.
 TEST_F(OpTableTensors, UnprovenCudaKernelsAreNotClaimed) {
+    // ADD1: ggml's test-backend-ops has no case for it, so no GPU run proved it.
     ggml_tensor * a   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 4);
-    ggml_tensor * sqr = ggml_sqr(ctx, a);
-    EXPECT_TRUE(kernels::supports(rt::Kind::host, sqr));
-    const kernels::OpRow * row = kernels::find_row(sqr);
+    ggml_tensor * one = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
+    ggml_tensor * add1 = ggml_add1(ctx, a, one);
+    EXPECT_TRUE(kernels::supports(rt::Kind::host, add1));
+    const kernels::OpRow * row = kernels::find_row(add1);
     ASSERT_NE(row, nullptr);
     EXPECT_TRUE(row->host.proven);
 #ifdef STANDIN_WITH_CUDA
     EXPECT_NE(row->cuda.supports, nullptr);
     EXPECT_FALSE(row->cuda.proven);
 #endif
-    EXPECT_EQ(kernels::supports(rt::Kind::cuda, sqr), diag::config().cuda_unproven && row->cuda.supports != nullptr);
-    // Proven CUDA rows are unaffected.
+    EXPECT_EQ(kernels::supports(rt::Kind::cuda, add1), diag::config().cuda_unproven && row->cuda.supports != nullptr);
+    // Proven CUDA rows are unaffected (SQR among the families proven on the H200).
     ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
     EXPECT_TRUE(kernels::find_row(ggml_add(ctx, a, b))->cuda.proven);
+    EXPECT_TRUE(kernels::find_row(ggml_sqr(ctx, a))->cuda.proven);
 }
