@@ -7,6 +7,7 @@
 #include "kernels/common/dsv4.h"
 #include "kernels/common/op_params.h"
 #include "kernels/op_rows.h"
+#include "kernels/cuda/limits.h"
 
 namespace standin::kernels::rows {
 
@@ -92,7 +93,7 @@ bool sup_indexer(const ggml_tensor * n) {
 }
 
 #ifdef STANDIN_WITH_CUDA
-bool cuda_indexer(const ggml_tensor * n) { return sup_indexer(n) && n->src[0]->ne[3] <= 65535; }
+bool cuda_indexer(const ggml_tensor * n) { return sup_indexer(n) && n->src[0]->ne[3] <= cuda::limits::kGridYZ; }
 
 // SET on the CUDA device moves whole elements of 1, 2, 4 or 8 bytes.
 bool cuda_set(const ggml_tensor * n) {

@@ -6,6 +6,7 @@
 // .cu files of the same names.
 #include "kernels/common/op_params.h"
 #include "kernels/op_rows.h"
+#include "kernels/cuda/limits.h"
 
 namespace standin::kernels::rows {
 
@@ -116,14 +117,17 @@ bool sup_group_norm(const ggml_tensor * n) { return sup_l2_norm(n) && op_i32(n, 
 // The CUDA kernels keep a head's state in shared memory (S <= 128) and a scan
 // block's states in registers (at most 4096 per block); heads and sequences
 // index the grid's y and z.
-constexpr int64_t kCudaMaxHead = 128;
+constexpr int64_t kCudaMaxHead = cuda::limits::kLinearAttnMaxHead;
 int64_t head_size(const ggml_tensor * n) { return n->ne[0] / n->src[1]->ne[1]; }
 bool cuda_wkv6(const ggml_tensor * n) { return sup_wkv6(n) && head_size(n) <= kCudaMaxHead; }
 bool cuda_gla(const ggml_tensor * n) { return sup_gla(n) && head_size(n) <= kCudaMaxHead; }
 bool cuda_wkv7(const ggml_tensor * n) { return sup_wkv7(n) && head_size(n) <= kCudaMaxHead; }
 bool cuda_delta_net(const ggml_tensor * n) { return sup_delta_net(n) && n->src[2]->ne[0] <= kCudaMaxHead; }
 bool cuda_ssm_scan(const ggml_tensor * n) {
-    return sup_ssm_scan(n) && n->src[0]->ne[0] <= 4096 && n->src[1]->ne[1] <= 65535 && n->src[1]->ne[3] <= 65535;
+    // ssm.cu's launch: states per head, the head dim over grid x, heads and sequences over y and z.
+    return sup_ssm_scan(n) && n->src[0]->ne[0] <= cuda::limits::kSsmMaxStates &&
+           n->src[1]->ne[0] <= cuda::limits::kGridX && n->src[1]->ne[1] <= cuda::limits::kGridYZ &&
+           n->src[1]->ne[3] <= cuda::limits::kGridYZ;
 }
 #endif
 

@@ -5,6 +5,7 @@
 #include "diag/check.h"
 #include "diag/config.h"
 #include "kernels/op_rows.h"
+#include "kernels/cuda/limits.h"
 #include "runtime/host/host_device.h"
 #ifdef STANDIN_WITH_CUDA
 #include "runtime/cuda/cuda_device.h"
@@ -289,18 +290,20 @@ bool cuda_copy(const ggml_tensor * n) {
 }
 
 // No VISION mode (its per-section angle restarts stay on the host); the
-// cos/sin cache of one position must fit in static shared memory.
+// cos/sin cache of one position must fit in shared memory (Note [kernel limits]).
 bool cuda_rope(const ggml_tensor * n) {
     const int32_t * p = reinterpret_cast<const int32_t *>(n->op_params);
-    return sup_rope(n) && p[2] != GGML_ROPE_TYPE_VISION && int64_t(p[1]) * 4 <= 48 * 1024;
+    return sup_rope(n) && p[2] != GGML_ROPE_TYPE_VISION &&
+           int64_t(p[1]) * int64_t(sizeof(float)) <= cuda::limits::kRopeCacheBytes;
 }
 
-// K and V of one type; V rows of at most 512 elements (registers per lane);
-// heads and batches within the grid's y/z limits.
+// K and V of one type; V rows within registers per lane; heads and batches
+// within the grid's y/z limits (Note [kernel limits]).
 bool cuda_flash_attn(const ggml_tensor * n) {
     const ggml_tensor * q = n->src[0];
-    return sup_flash_attn(n) && n->src[1]->type == n->src[2]->type && n->src[2]->ne[0] <= 512 &&
-           q->ne[2] <= 65535 && q->ne[3] <= 65535;
+    return sup_flash_attn(n) && n->src[1]->type == n->src[2]->type &&
+           n->src[2]->ne[0] <= cuda::limits::kFlashAttnMaxDV && q->ne[2] <= cuda::limits::kGridYZ &&
+           q->ne[3] <= cuda::limits::kGridYZ;
 }
 
 // CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes); ADD1 and ACC take

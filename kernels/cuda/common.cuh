@@ -13,6 +13,7 @@
 #include "diag/config.h"
 #include "ggml.h"
 #include "kernels/common/numerics.h"
+#include "kernels/cuda/limits.h"
 #include "runtime/cuda/cuda_device.h"
 
 namespace standin::kernels::cuda {
@@ -66,7 +67,7 @@ inline cudaStream_t stream_of(rt::cuda::CudaStream & s) { return s.begin_launch(
 // Grid for n elements, capped so huge tensors loop (grid-stride) instead of overflowing.
 inline unsigned grid_for(int64_t n, int block) {
     const int64_t blocks = (n + block - 1) / block;
-    return unsigned(blocks < 65535 * 16 ? blocks : 65535 * 16);
+    return unsigned(blocks < limits::kGridX ? blocks : limits::kGridX);
 }
 
 #define SI_CUDA_LAUNCH_CHECK() SI_CUDA_CHECK(cudaGetLastError())
@@ -179,10 +180,10 @@ __device__ __forceinline__ void split_row(const Shape & s, int64_t r, int64_t & 
 }
 
 // Grid for kernels that loop over rows with a block per row.
-inline unsigned row_grid(int64_t rows) { return unsigned(rows < 65535 * 16 ? (rows > 0 ? rows : 1) : 65535 * 16); }
+inline unsigned row_grid(int64_t rows) { return unsigned(rows < limits::kGridX ? (rows > 0 ? rows : 1) : limits::kGridX); }
 
 // Grid dimension y/z limit: larger extents are covered by looping in the kernel.
-constexpr unsigned kMaxGridYZ = 65535;
+constexpr unsigned kMaxGridYZ = unsigned(limits::kGridYZ);
 inline unsigned grid_yz(int64_t n) { return unsigned(n < int64_t(kMaxGridYZ) ? (n > 0 ? n : 1) : kMaxGridYZ); }
 
 // Stream-ordered scratch memory (cudaMallocAsync). Out of memory is a caller

@@ -31,6 +31,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/flash_attn.cuh"
+#include "kernels/cuda/limits.h"
 
 namespace standin::kernels::cuda {
 
@@ -38,7 +39,7 @@ namespace {
 
 using fa::FaArgs;
 
-constexpr int kMaxDV = 512;
+constexpr int kMaxDV = int(limits::kFlashAttnMaxDV);
 constexpr int kSplitWarps = 4;  // warps of a key-split block
 constexpr int kMaxSplit = 64;
 // V rows loaded together: more in flight for short rows, fewer registers for long ones.
@@ -317,7 +318,7 @@ __global__ void fa_combine(FaArgs p, SplitOut part) {
 }
 
 template <int T, int W> void launch_tw(const FaArgs & p, cudaStream_t st) {
-    const dim3 grid(unsigned(p.nq < 65535 * 16 ? p.nq : 65535 * 16), unsigned(p.nh), unsigned(p.nq3));
+    const dim3 grid(unsigned(p.nq < limits::kGridX ? p.nq : limits::kGridX), unsigned(p.nh), unsigned(p.nq3));
     const size_t smem = fa_smem<W>(p);
     if (p.DV <= 64) {
         launch(fa_kernel<T, 2, W>, dim3(grid), dim3(W * 32), smem, st, p);
@@ -368,7 +369,7 @@ int split_count(const FaArgs & p, int n_sm) {
     const int64_t want = (2 * int64_t(n_sm) + rows - 1) / rows;
     const int64_t most = (tiles + tiles_per_block - 1) / tiles_per_block;
     const int64_t n = want < most ? want : most;
-    if (rows >= 2 * int64_t(n_sm) || n < 2 || p.nq * n > 65535 * 16) return 1;
+    if (rows >= 2 * int64_t(n_sm) || n < 2 || p.nq * n > limits::kGridX) return 1;
     return int(n < kMaxSplit ? n : kMaxSplit);
 }
 
@@ -406,7 +407,7 @@ Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_type t = k->type;
     if (q->type != GGML_TYPE_F32 || v->type != t || node->type != GGML_TYPE_F32 || v->ne[0] > kMaxDV ||
         (t != GGML_TYPE_F16 && t != GGML_TYPE_F32 && t != GGML_TYPE_BF16) ||
-        (mask != nullptr && mask->type != GGML_TYPE_F16) || q->ne[2] > 65535 || q->ne[3] > 65535) {
+        (mask != nullptr && mask->type != GGML_TYPE_F16) || q->ne[2] > limits::kGridYZ || q->ne[3] > limits::kGridYZ) {
         return false;  // the support predicate (op_table.cpp) refuses these
     }
     FaArgs p{};

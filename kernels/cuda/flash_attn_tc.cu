@@ -28,6 +28,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/flash_attn.cuh"
+#include "kernels/cuda/limits.h"
 
 namespace standin::kernels::cuda::fa {
 
@@ -238,7 +239,7 @@ bool tc_applies(const FaArgs & p, bool kv_f16) {
         return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && nb1 % 16 == 0 && nb2 % 16 == 0 && nb3 % 16 == 0;
     };
     return kv_f16 && p.D == p.DV && (p.D == 64 || p.D == 128) && p.nq >= 16 &&
-           (p.nq + kBr - 1) / kBr <= int64_t(INT32_MAX) && p.nh <= 65535 && p.nq3 <= 65535 &&
+           (p.nq + kBr - 1) / kBr <= int64_t(INT32_MAX) && p.nh <= limits::kGridYZ && p.nq3 <= limits::kGridYZ &&
            aligned16(p.k, p.k_nb1, p.k_nb2, p.k_nb3) && aligned16(p.v, p.v_nb1, p.v_nb2, p.v_nb3);
 }
 

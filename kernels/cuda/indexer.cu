@@ -6,6 +6,7 @@
 #include "kernels/common/quants.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/limits.h"
 
 namespace standin::kernels::cuda {
 
@@ -43,7 +44,7 @@ __global__ void indexer_kernel(Shape d, Shape q, Shape k, Shape w, Shape m, char
 Status lightning_indexer(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor *q = node->src[0], *k = node->src[1], *w = node->src[2], *m = node->src[3];
     if (k->ne[2] == 0 || q->ne[3] == 0 || q->ne[2] == 0) return true;
-    if (q->ne[3] > 65535) return false;  // the CUDA predicate refuses these
+    if (q->ne[3] > limits::kGridYZ) return false;  // the CUDA predicate refuses these
     indexer_kernel<<<dim3(unsigned(k->ne[2]), unsigned(q->ne[3])), kBlock, size_t(q->ne[0]) * sizeof(float),
                      stream_of(stream)>>>(shape_of(node), shape_of(q), shape_of(k), shape_of(w), shape_of(m),
                                           static_cast<char *>(node->data), static_cast<const char *>(q->data),

@@ -13,14 +13,15 @@
 #include "kernels/common/op_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/limits.h"
 
 namespace standin::kernels::cuda {
 
 namespace {
 
 // The largest head size whose state fits the shared memory these kernels
-// opt in to (S * S floats plus the staged vectors).
-constexpr int kMaxS = 128;
+// opt in to (S * S floats plus the staged vectors): Note [kernel limits].
+constexpr int kMaxS = int(limits::kLinearAttnMaxHead);
 
 struct Wkv {
     int64_t S, H, C, T, per_seq;

@@ -23,6 +23,7 @@
 #include "kernels/common/rope.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/limits.h"
 
 namespace standin::kernels::cuda {
 
@@ -130,9 +131,10 @@ Status rope(rt::cuda::CudaStream & stream, ggml_tensor * node) {
         groups = groups < src->ne[1] ? groups : src->ne[1];
         groups = groups > 0 ? groups : 1;
     }
-    const dim3 grid(unsigned(src->ne[2] < 65535 * 16 ? src->ne[2] : 65535 * 16), grid_yz(src->ne[3]),
-                    unsigned(groups < 65535 ? groups : 65535));
+    const dim3 grid(unsigned(src->ne[2] < limits::kGridX ? src->ne[2] : limits::kGridX), grid_yz(src->ne[3]),
+                    unsigned(groups < limits::kGridYZ ? groups : limits::kGridYZ));
     const size_t smem = size_t(ra.rp.n_dims) * sizeof(float);
+    if (int64_t(smem) > limits::kRopeCacheBytes) return false;  // the CUDA predicate refuses these
     launch(rope_kernel, dim3(grid), dim3(kBlock), smem, stream_of(stream), shape_of(node), shape_of(src), static_cast<char *>(node->data), static_cast<const char *>(src->data),
         static_cast<const int32_t *>(node->src[1]->data),
         node->src[2] != nullptr ? static_cast<const float *>(node->src[2]->data) : nullptr, ra);

@@ -12,13 +12,14 @@
 #include "kernels/common/op_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/limits.h"
 
 namespace standin::kernels::cuda {
 
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kStatesPerThread = 4;
+constexpr int kStatesPerThread = int(limits::kSsmStatesPerThread);
 
 __device__ __forceinline__ const float * at(const char * base, const Shape & s, int64_t i1, int64_t i2 = 0,
                                             int64_t i3 = 0) {
@@ -126,7 +127,7 @@ Status ssm_scan(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     p.s_base = p.y_base + ggml_nelements(s[1]);
     p.K = op_i32(node, 0);
     const int64_t ds = p.S.ne[0], hd = p.X.ne[0], nh = p.X.ne[1], ns = p.X.ne[3];
-    if (ds > int64_t(kStatesPerThread) * 1024 || hd > 65535 * 16 || nh > 65535 || ns > 65535) {
+    if (ds > limits::kSsmMaxStates || hd > limits::kGridX || nh > limits::kGridYZ || ns > limits::kGridYZ) {
         return false;  // the CUDA predicate (op_rows_ssm.cpp) refuses these
     }
     if (hd == 0 || nh == 0 || ns == 0) return true;
