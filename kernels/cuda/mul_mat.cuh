@@ -218,7 +218,12 @@ __device__ __forceinline__ int group_member(const Q8Group & g, int64_t row) {
     }
     return j;
 }
-// The K formats' mat-vec (mul_mat_vec_k.cu): one column, src1 in 256-groups.
+// Row m of member p's weights for the matrix (i12, i13) of src1 (broadcast
+// by r2, r3 as ggml's MUL_MAT does).
+__device__ __forceinline__ const uint8_t * weight_row(const Q8Args & p, int64_t m, int64_t i12, int64_t i13) {
+    return reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3);
+}
+// The K formats' mat-vec (mul_mat_vec_k.cu): up to 4 columns, src1 in 256-groups.
 void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st);
 
 // Whether the integer mat-vec takes this product (plan::vec_int_max_n columns

@@ -172,8 +172,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
 
     for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
         const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
-        const uint8_t * row = reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 +
-                                                                (i13 / p.r3) * p.a_nb3);
+        const uint8_t * row = weight_row(p, m, i12, i13);
         const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
         float acc[RW * NC];
 #pragma unroll
