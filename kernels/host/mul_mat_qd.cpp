@@ -15,6 +15,7 @@
 // Test: test-backend-ops -b STANDIN_HOST0 -o MUL_MAT; tests/kernels/test_quants.cpp.
 #include <immintrin.h>
 
+#include <cstring>
 #include <vector>
 
 #include "kernels/common/quants.h"
@@ -34,22 +35,165 @@ struct DecodedRow {
     std::vector<float>  mn;
 };
 
+inline __m256i load32(const void * p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+inline void    store32(void * p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i *>(p), v); }
+
+inline void put_lanes(float * sv, float s0, float s1) {
+    _mm256_storeu_ps(sv, _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(s0)), _mm_set1_ps(s1), 1));
+}
+
+// --- block decoders ---------------------------------------------------------------
+// decode_block(b, q, sv, mn): the block's kElems values into q, the lane scales
+// of each 32 of them into sv, the run mins into mn (kMin only). The AVX2 ones
+// are quants.h's decode_run restated on vectors (the tests hold both to
+// ggml's dequantize); the scalar one serves any type without them.
+
+template <class B>
+void decode_block(const B & b, int8_t * q, float * sv, float * mn) {
+    for (int r = 0; r < B::kElems / 16; r += 2) {
+        float sc0 = 0.0f, sc1 = 0.0f, mn0 = 0.0f, mn1 = 0.0f;
+        decode_run(b, r, q + 16 * r, sc0, mn0);
+        decode_run(b, r + 1, q + 16 * (r + 1), sc1, mn1);
+        put_lanes(sv + 4 * r, sc0, sc1);
+        if constexpr (B::kMin) mn[r] = mn0, mn[r + 1] = mn1;
+    }
+}
+
+// A 16-entry level table in both 128-bit halves, for pshufb.
+struct Levels {
+    alignas(32) int8_t v[32];
+};
+template <bool kFp4>
+constexpr Levels make_levels() {
+    Levels t{};
+    for (int i = 0; i < 32; ++i) t.v[i] = int8_t(kFp4 ? e2m1_twice(i % 16) : iq4nl_level(i % 16));
+    return t;
+}
+constexpr Levels kIq4Levels = make_levels<false>();
+constexpr Levels kFp4Levels = make_levels<true>();
+
+// 16 bytes of nibbles: low nibbles (elements 0..15), then high ones, looked up.
+inline __m256i nibble_levels(const uint8_t * qs, const Levels & lv) {
+    const __m128i  x  = _mm_loadu_si128(reinterpret_cast<const __m128i *>(qs));
+    const __m128i  m4 = _mm_set1_epi8(0x0f);
+    const __m256i idx = _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_and_si128(x, m4)),
+                                                _mm_and_si128(_mm_srli_epi16(x, 4), m4), 1);
+    return _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i *>(lv.v)), idx);
+}
+
+void decode_block(const BlockIQ4_NL & b, int8_t * q, float * sv, float *) {
+    store32(q, nibble_levels(b.qs, kIq4Levels));
+    const float d = half(b.d);
+    put_lanes(sv, d, d);
+}
+
+void decode_block(const BlockMXFP4 & b, int8_t * q, float * sv, float *) {
+    store32(q, nibble_levels(b.qs, kFp4Levels));
+    const float d = e8m0_half(b.e);
+    put_lanes(sv, d, d);
+}
+
+void decode_block(const BlockIQ4_XS & b, int8_t * q, float * sv, float *) {
+    const float d = half(b.d);
+    for (int ib = 0; ib < 8; ++ib) {
+        store32(q + 32 * ib, nibble_levels(b.qs + 16 * ib, kIq4Levels));
+        const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+        const float s = d * float(ls - 32);
+        put_lanes(sv + 8 * ib, s, s);
+    }
+}
+
+// NVFP4: 32 elements are two runs of 16, i.e. bytes qs[0..7] (low nibbles,
+// then high ones) and qs[8..15] likewise.
+void decode_block(const BlockNVFP4 & b, int8_t * q, float * sv, float *) {
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m256i lv = _mm256_load_si256(reinterpret_cast<const __m256i *>(kFp4Levels.v));
+    for (int c = 0; c < 2; ++c) {
+        const __m128i x  = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs + 16 * c));
+        const __m128i lo = _mm_and_si128(x, m4), hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4);
+        const __m256i idx = _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi64(lo, hi)),
+                                                    _mm_unpackhi_epi64(lo, hi), 1);
+        store32(q + 32 * c, _mm256_shuffle_epi8(lv, idx));
+        put_lanes(sv + 8 * c, ue4m3_half(b.d[2 * c]), ue4m3_half(b.d[2 * c + 1]));
+    }
+}
+
+// Q2_K/Q3_K: the 32 elements 32j.. are 2-bit field j % 4 of the 32 bytes qs[32 * (j / 4)..].
+inline __m256i k_field2(const uint8_t * qs, int j) {
+    return _mm256_and_si256(_mm256_srli_epi16(load32(qs + 32 * (j / 4)), 2 * (j % 4)), _mm256_set1_epi8(3));
+}
+
+void decode_block(const BlockQ2_K & b, int8_t * q, float * sv, float * mn) {
+    const float d = half(b.d), dmin = half(b.dmin);
+    for (int j = 0; j < 8; ++j) {
+        store32(q + 32 * j, k_field2(b.qs, j));
+        put_lanes(sv + 8 * j, d * float(b.scales[2 * j] & 15), d * float(b.scales[2 * j + 1] & 15));
+    }
+    for (int r = 0; r < 16; ++r) mn[r] = dmin * float(b.scales[r] >> 4);
+}
+
+void decode_block(const BlockQ3_K & b, int8_t * q, float * sv, float *) {
+    const float   d  = half(b.d);
+    const __m256i hm = load32(b.hmask);
+    for (int j = 0; j < 8; ++j) {
+        // Bit j of hmask[l] set: the value as is; clear: minus 4.
+        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, j), _mm256_set1_epi8(1));
+        store32(q + 32 * j, _mm256_sub_epi8(_mm256_or_si256(k_field2(b.qs, j), _mm256_slli_epi16(hb, 2)),
+                                            _mm256_set1_epi8(4)));
+        float sc[2];
+        for (int h = 0; h < 2; ++h) {
+            const int r  = 2 * j + h;
+            const int lo = r < 8 ? b.scales[r] & 15 : b.scales[r - 8] >> 4;
+            const int hi = (b.scales[8 + r % 4] >> (2 * (r / 4))) & 3;
+            sc[h] = d * float((lo | (hi << 4)) - 32);
+        }
+        put_lanes(sv + 8 * j, sc[0], sc[1]);
+    }
+}
+
+// Q1_0: bit l of the 32-bit word at qs + 4c is element 32c + l: +1 set, -1 clear.
+void decode_block(const BlockQ1_0 & b, int8_t * q, float * sv, float *) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+    const float   d   = half(b.d);
+    for (int c = 0; c < 4; ++c) {
+        int32_t word;
+        std::memcpy(&word, b.qs + 4 * c, 4);
+        const __m256i v   = _mm256_shuffle_epi8(_mm256_set1_epi32(word), spread);
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+        store32(q + 32 * c, _mm256_sub_epi8(_mm256_and_si256(set, _mm256_set1_epi8(2)), _mm256_set1_epi8(1)));
+        put_lanes(sv + 8 * c, d, d);
+    }
+}
+
+// Q2_0: element 4i + f of a 32 is 2-bit field f of byte i of qs + 8c, minus 1:
+// the four fields of the 8 bytes, interleaved back into element order.
+void decode_block(const BlockQ2_0 & b, int8_t * q, float * sv, float *) {
+    const __m128i m2 = _mm_set1_epi8(3);
+    const float   d  = half(b.d);
+    for (int c = 0; c < 2; ++c) {
+        const __m128i x  = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(b.qs + 8 * c));
+        const __m128i f0 = _mm_and_si128(x, m2), f1 = _mm_and_si128(_mm_srli_epi16(x, 2), m2);
+        const __m128i f2 = _mm_and_si128(_mm_srli_epi16(x, 4), m2), f3 = _mm_and_si128(_mm_srli_epi16(x, 6), m2);
+        const __m128i a01 = _mm_unpacklo_epi8(f0, f1), a23 = _mm_unpacklo_epi8(f2, f3);
+        const __m256i v = _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(a01, a23)),
+                                                  _mm_unpackhi_epi16(a01, a23), 1);
+        store32(q + 32 * c, _mm256_sub_epi8(v, _mm256_set1_epi8(1)));
+        put_lanes(sv + 8 * c, d, d);
+    }
+}
+
 template <class B>
 void decode_row(const B * x, int64_t K, DecodedRow & row) {
     row.q.resize(size_t(K));
     row.sv.resize(size_t(K / 4));
     row.mn.resize(B::kMin ? size_t(K / 16) : 0);
-    for (int64_t run = 0; run < K / 16; ++run) {
-        const int64_t ib = run * 16 / B::kElems;
-        float sc = 0.0f, mn = 0.0f;
-        decode_run(x[ib], int(run % (B::kElems / 16)), row.q.data() + run * 16, sc, mn);
-        float * lanes = row.sv.data() + (run / 2) * 8 + (run % 2) * 4;
-        for (int i = 0; i < 4; ++i) lanes[i] = sc;
-        if constexpr (B::kMin) row.mn[size_t(run)] = mn;
+    for (int64_t ib = 0; ib < K / B::kElems; ++ib) {
+        decode_block(x[ib], row.q.data() + ib * B::kElems, row.sv.data() + ib * (B::kElems / 4),
+                     B::kMin ? row.mn.data() + ib * (B::kElems / 16) : nullptr);
     }
 }
-
-inline __m256i load32(const void * p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
 
 // Row `row` times C activation columns starting at tile column cl0.
 template <class B, int G, int C>
