@@ -42,7 +42,7 @@ bool sup_copy(const ggml_tensor * n) {
 // Host weight types with a MUL_MAT kernel: floats (mul_mat.cpp) and every
 // block type of quants.h's list (SI_QUANT_BLOCK_TYPES; mul_mat_q.cpp and, for
 // the integer form, mul_mat_qd.cpp). The CUDA device keeps its own narrower
-// list (cuda_weight_type below).
+// list (cuda_weight_type, op_table.h).
 bool is_mm_weight_type(ggml_type t) { return is_float_type(t) || quant::block_elems(t) > 1; }
 
 bool dim0_dense(const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); }
@@ -270,19 +270,6 @@ bool sup_shape(const ggml_tensor * n) {
 // these are the narrower ones.
 #ifdef STANDIN_WITH_CUDA
 
-// The weight types the CUDA kernels decode and multiply (kernels/cuda:
-// dequant.cuh, mmq_formats.cuh, mul_mat*.cu): floats and these block types.
-bool cuda_weight_type(ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_F32:  case GGML_TYPE_F16:  case GGML_TYPE_BF16:
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-            return true;
-        default:
-            return false;
-    }
-}
-
 bool cuda_mul_mat(const ggml_tensor * n) { return sup_mul_mat(n) && cuda_weight_type(n->src[0]->type); }
 bool cuda_mul_mat_id(const ggml_tensor * n) { return sup_mul_mat_id(n) && cuda_weight_type(n->src[0]->type); }
 bool cuda_get_rows(const ggml_tensor * n) {
@@ -435,6 +422,17 @@ template <typename Fn, typename S> Status run_entry(const DeviceImpl<Fn> & impl,
 } // namespace
 
 const std::vector<OpRow> & op_rows() { return rows_storage(); }
+
+bool cuda_weight_type(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32:  case GGML_TYPE_F16:  case GGML_TYPE_BF16:
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
 
 const OpRow * find_row(const ggml_tensor * node) {
     // First row of each op; rows of one op are adjacent (checked by a unit test).

@@ -2,7 +2,8 @@
 // definitions of the on-disk layouts of ggml's Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 // Q4_K, Q5_K and Q6_K blocks and of the formats decoded through an integer
 // form (Note [integer form]: Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, NVFP4, Q1_0,
-// Q2_0), all of them listed once in SI_QUANT_BLOCK_TYPES (a GGUF file's bytes are read through these
+// Q2_0, and the grid i-quants of quants_iq.h), all listed once in
+// SI_QUANT_BLOCK_TYPES (a GGUF file's bytes are read through these
 // structs, so every size and field offset is fixed by the file format), their
 // dequantisation, the two quantizers standin needs for KV-cache writes (Q8_0,
 // Q4_0) and row conversions between F32, F16 and BF16 and these types.
@@ -406,6 +407,12 @@ SI_HD void decode_run(const BlockQ2_0 & b, int r, int8_t * q, float & sc, float 
     sc = half(b.d);
 }
 
+} // namespace standin::quant
+// The i-quants on grids (IQ1_S, IQ1_M, IQ2_*, IQ3_*), in a file of their own;
+// here because they use the helpers above and the list below names them.
+#include "kernels/common/quants_iq.h"
+namespace standin::quant {
+
 // A whole block to floats through its integer form: one product per element,
 // then the minimum, as ggml's reference computes them.
 template <class B>
@@ -428,6 +435,13 @@ SI_HD void dequant(const BlockMXFP4 & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockNVFP4 & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockQ1_0 & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockQ2_0 & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockIQ2_XXS & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockIQ2_XS & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockIQ2_S & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockIQ3_XXS & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockIQ3_S & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockIQ1_S & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockIQ1_M & b, float * y) { dequant_int_form(b, y); }
 
 // --- the type list -----------------------------------------------------------------
 // Every block type this header decodes, stated once: ggml type, block struct,
@@ -444,7 +458,14 @@ SI_HD void dequant(const BlockQ2_0 & b, float * y) { dequant_int_form(b, y); }
     X(GGML_TYPE_MXFP4, BlockMXFP4, kQK)     \
     X(GGML_TYPE_NVFP4, BlockNVFP4, kQK)     \
     X(GGML_TYPE_Q1_0, BlockQ1_0, kQK)       \
-    X(GGML_TYPE_Q2_0, BlockQ2_0, kQK)
+    X(GGML_TYPE_Q2_0, BlockQ2_0, kQK)       \
+    X(GGML_TYPE_IQ2_XXS, BlockIQ2_XXS, kQK_K) \
+    X(GGML_TYPE_IQ2_XS, BlockIQ2_XS, kQK_K) \
+    X(GGML_TYPE_IQ2_S, BlockIQ2_S, kQK_K)   \
+    X(GGML_TYPE_IQ3_XXS, BlockIQ3_XXS, kQK_K) \
+    X(GGML_TYPE_IQ3_S, BlockIQ3_S, kQK_K)   \
+    X(GGML_TYPE_IQ1_S, BlockIQ1_S, kQK_K)   \
+    X(GGML_TYPE_IQ1_M, BlockIQ1_M, kQK_K)
 
 #define SI_QUANT_BLOCK_TYPES(X)         \
     X(GGML_TYPE_Q4_0, BlockQ4_0, kQK)   \
