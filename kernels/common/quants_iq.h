@@ -152,7 +152,7 @@ SI_HD uint64_t iq1s_grid(int i) {
 }
 
 // A 7-bit sign index to 8 sign bits: the eighth makes the count of set bits even.
-SI_HD uint32_t signs_of_index(uint32_t i) {
+SI_HD constexpr uint32_t signs_of_index(uint32_t i) {
     uint32_t p = i ^ (i >> 4);
     p ^= p >> 2;
     p ^= p >> 1;
