@@ -171,6 +171,24 @@ struct BlockQ2_0 {
     uint8_t  qs[16];
 };
 
+// TQ2_0 (ternary): 256 2-bit values q meaning (q - 1) * d, in Q2_K's
+// layout of fields (element e: field (e % 128) / 32 of qs[32 * (e / 128) + e % 32]).
+struct BlockTQ2_0 {
+    static constexpr int  kElems = kQK_K;
+    static constexpr bool kMin   = false;
+    uint8_t  qs[kQK_K / 4];
+    uint16_t d;
+};
+// TQ1_0 (ternary): 5 base-3 digits per byte of qs, 4 per byte of qh, each
+// digit read back by ternary_digit.
+struct BlockTQ1_0 {
+    static constexpr int  kElems = kQK_K;
+    static constexpr bool kMin   = false;
+    uint8_t  qs[48];
+    uint8_t  qh[4];
+    uint16_t d;
+};
+
 static_assert(sizeof(BlockQ2_K) == 84, "Q2_K block is 84 bytes on disk");
 static_assert(sizeof(BlockQ3_K) == 110, "Q3_K block is 110 bytes on disk");
 static_assert(sizeof(BlockIQ4_NL) == 18, "IQ4_NL block is 18 bytes on disk");
@@ -179,6 +197,8 @@ static_assert(sizeof(BlockMXFP4) == 17, "MXFP4 block is 17 bytes on disk");
 static_assert(sizeof(BlockNVFP4) == 36, "NVFP4 block is 36 bytes on disk");
 static_assert(sizeof(BlockQ1_0) == 18, "Q1_0 block is 18 bytes on disk");
 static_assert(sizeof(BlockQ2_0) == 18, "Q2_0 block is 18 bytes on disk");
+static_assert(sizeof(BlockTQ2_0) == 66, "TQ2_0 block is 66 bytes on disk");
+static_assert(sizeof(BlockTQ1_0) == 54, "TQ1_0 block is 54 bytes on disk");
 
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block is 18 bytes on disk");
 static_assert(sizeof(BlockQ4_1) == 20, "Q4_1 block is 20 bytes on disk");
@@ -407,6 +427,40 @@ SI_HD void decode_run(const BlockQ2_0 & b, int r, int8_t * q, float & sc, float 
     sc = half(b.d);
 }
 
+SI_HD void decode_run(const BlockTQ2_0 & b, int r, int8_t * q, float & sc, float &) {
+    const uint8_t * qs = b.qs + 32 * (r / 8) + 16 * (r % 2);
+    const int shift = 2 * ((r % 8) / 2);
+    for (int l = 0; l < 16; ++l) q[l] = int8_t(((qs[l] >> shift) & 3) - 1);
+    sc = half(b.d);
+}
+
+// Digit n (0..4) of a base-3 byte: the byte holds the 5-digit number v
+// scaled by 256 / 243, so the byte times 3^n (mod 256) is the fraction left
+// after n digits, and that times 3 has digit n as its integer part.
+SI_HD int ternary_digit(uint8_t x, int n) {
+    const int pow3 = n == 0 ? 1 : n == 1 ? 3 : n == 2 ? 9 : n == 3 ? 27 : 81;
+    return (int(uint8_t(x * pow3)) * 3) >> 8;
+}
+
+// TQ1_0's 256 elements: 160 from qs[0..31] (element 32n + m: digit n of
+// qs[m]), 80 from qs[32..47] (160 + 16n + m: digit n of qs[32 + m]), 16 from
+// qh (240 + 4n + j: digit n of qh[j]).
+SI_HD void decode_run(const BlockTQ1_0 & b, int r, int8_t * q, float & sc, float &) {
+    for (int l = 0; l < 16; ++l) {
+        const int e = 16 * r + l;
+        int t;
+        if (e < 160) {
+            t = ternary_digit(b.qs[e % 32], e / 32);
+        } else if (e < 240) {
+            t = ternary_digit(b.qs[32 + (e - 160) % 16], (e - 160) / 16);
+        } else {
+            t = ternary_digit(b.qh[(e - 240) % 4], (e - 240) / 4);
+        }
+        q[l] = int8_t(t - 1);
+    }
+    sc = half(b.d);
+}
+
 } // namespace standin::quant
 // The i-quants on grids (IQ1_S, IQ1_M, IQ2_*, IQ3_*), in a file of their own;
 // here because they use the helpers above and the list below names them.
@@ -435,6 +489,8 @@ SI_HD void dequant(const BlockMXFP4 & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockNVFP4 & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockQ1_0 & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockQ2_0 & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockTQ2_0 & b, float * y) { dequant_int_form(b, y); }
+SI_HD void dequant(const BlockTQ1_0 & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockIQ2_XXS & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockIQ2_XS & b, float * y) { dequant_int_form(b, y); }
 SI_HD void dequant(const BlockIQ2_S & b, float * y) { dequant_int_form(b, y); }
@@ -459,6 +515,8 @@ SI_HD void dequant(const BlockIQ1_M & b, float * y) { dequant_int_form(b, y); }
     X(GGML_TYPE_NVFP4, BlockNVFP4, kQK)     \
     X(GGML_TYPE_Q1_0, BlockQ1_0, kQK)       \
     X(GGML_TYPE_Q2_0, BlockQ2_0, kQK)       \
+    X(GGML_TYPE_TQ2_0, BlockTQ2_0, kQK_K)   \
+    X(GGML_TYPE_TQ1_0, BlockTQ1_0, kQK_K)   \
     X(GGML_TYPE_IQ2_XXS, BlockIQ2_XXS, kQK_K) \
     X(GGML_TYPE_IQ2_XS, BlockIQ2_XS, kQK_K) \
     X(GGML_TYPE_IQ2_S, BlockIQ2_S, kQK_K)   \

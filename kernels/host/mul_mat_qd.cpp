@@ -1,5 +1,6 @@
 // MUL_MAT tile kernel for the weight types in integer form (Note [integer
-// form], quants.h: Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, NVFP4, Q1_0, Q2_0)
+// form], quants.h: Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, NVFP4, Q1_0, Q2_0,
+// TQ1_0, TQ2_0 and the grid i-quants of quants_iq.h)
 // against int8 activations (Note [activation blocks], vec_dot.h).
 //
 // Each weight row of a tile is decoded once into int8 values and per-16
@@ -130,6 +131,14 @@ void decode_block(const BlockQ2_K & b, int8_t * q, float * sv, float * mn) {
         put_lanes(sv + 8 * j, d * float(b.scales[2 * j] & 15), d * float(b.scales[2 * j + 1] & 15));
     }
     for (int r = 0; r < 16; ++r) mn[r] = dmin * float(b.scales[r] >> 4);
+}
+
+void decode_block(const BlockTQ2_0 & b, int8_t * q, float * sv, float *) {
+    const float d = half(b.d);
+    for (int j = 0; j < 8; ++j) {
+        store32(q + 32 * j, _mm256_sub_epi8(k_field2(b.qs, j), _mm256_set1_epi8(1)));
+        put_lanes(sv + 8 * j, d, d);
+    }
 }
 
 void decode_block(const BlockQ3_K & b, int8_t * q, float * sv, float *) {

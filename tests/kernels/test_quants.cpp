@@ -48,13 +48,14 @@ const ggml_type kDecodable[] = {GGML_TYPE_F32,    GGML_TYPE_F16,    GGML_TYPE_BF
                                 GGML_TYPE_Q3_K,   GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4,
                                 GGML_TYPE_NVFP4,  GGML_TYPE_Q1_0,   GGML_TYPE_Q2_0,  GGML_TYPE_IQ2_XXS,
                                 GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S,  GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
-                                GGML_TYPE_IQ1_S,  GGML_TYPE_IQ1_M};
+                                GGML_TYPE_IQ1_S,  GGML_TYPE_IQ1_M,  GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0};
 
 // The types in integer form (Note [integer form], quants.h).
 const ggml_type kIntForm[] = {GGML_TYPE_Q2_K,    GGML_TYPE_Q3_K,   GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
                               GGML_TYPE_MXFP4,   GGML_TYPE_NVFP4,  GGML_TYPE_Q1_0,   GGML_TYPE_Q2_0,
                               GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S,  GGML_TYPE_IQ3_XXS,
-                              GGML_TYPE_IQ3_S,   GGML_TYPE_IQ1_S,  GGML_TYPE_IQ1_M};
+                              GGML_TYPE_IQ3_S,   GGML_TYPE_IQ1_S,  GGML_TYPE_IQ1_M,  GGML_TYPE_TQ1_0,
+                              GGML_TYPE_TQ2_0};
 
 // ggml's quantizer for nrows rows; IQ3_XXS/S need their grids initialised.
 void quantize_rows(ggml_type t, const float * x, void * dst, int64_t nrows, int64_t n_per_row) {
@@ -142,7 +143,7 @@ TEST(Quants, BlockSizesMatchGgml) {
         EXPECT_EQ(size_t(quant::block_bytes(t)), ggml_type_size(t)) << ggml_type_name(t);
     }
     EXPECT_EQ(quant::block_elems(GGML_TYPE_Q8_K), 0);
-    EXPECT_FALSE(quant::can_decode(GGML_TYPE_TQ1_0));
+    EXPECT_FALSE(quant::can_decode(GGML_TYPE_Q8_1));
 }
 
 TEST(Quants, RandomBytesDecodeLikeGgml) {
@@ -162,7 +163,8 @@ TEST(Quants, RandomBytesDecodeLikeGgml) {
 // 1 or 2 bits per weight lose a quarter of the signal, FP4 and 3 bits a few percent.
 double quantization_error_bound(ggml_type t) {
     switch (t) {
-        case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0:                          return 0.3;
+        case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0:
+        case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:                        return 0.3;
         case GGML_TYPE_Q2_K:                                               return 0.08;
         case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S:                      return 0.06;
         case GGML_TYPE_Q3_K: case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4:   return 0.03;
