@@ -40,18 +40,11 @@ bool sup_copy(const ggml_tensor * n) {
 // --- predicates: matmul, quantized types, gather/scatter
 // (kernels in kernels/host/{get_rows,set_rows,mul_mat,mul_mat_q,mul_mat_id,cpy_quant}.cpp)
 
-// Weight types with a MUL_MAT kernel: floats (mul_mat.cpp) and the block types
-// of mul_mat_q.cpp.
-bool is_mm_weight_type(ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_F32:  case GGML_TYPE_F16:  case GGML_TYPE_BF16:
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-            return true;
-        default:
-            return false;
-    }
-}
+// Host weight types with a MUL_MAT kernel: floats (mul_mat.cpp) and every
+// block type of quants.h's list (SI_QUANT_BLOCK_TYPES; mul_mat_q.cpp and, for
+// the integer form, mul_mat_qd.cpp). The CUDA device keeps its own narrower
+// list (cuda_weight_type, op_table.h).
+bool is_mm_weight_type(ggml_type t) { return is_float_type(t) || quant::block_elems(t) > 1; }
 
 bool dim0_dense(const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); }
 
@@ -278,6 +271,12 @@ bool sup_shape(const ggml_tensor * n) {
 // these are the narrower ones.
 #ifdef STANDIN_WITH_CUDA
 
+bool cuda_mul_mat(const ggml_tensor * n) { return sup_mul_mat(n) && cuda_weight_type(n->src[0]->type); }
+bool cuda_mul_mat_id(const ggml_tensor * n) { return sup_mul_mat_id(n) && cuda_weight_type(n->src[0]->type); }
+bool cuda_get_rows(const ggml_tensor * n) {
+    return sup_get_rows(n) && (n->src[0]->type == GGML_TYPE_I32 || cuda_weight_type(n->src[0]->type));
+}
+
 // Block copies move 16-bit words (cpy_quant.cu); contiguous same-type copies
 // of any block type are one memcpy (elementwise.cu).
 bool cuda_copy(const ggml_tensor * n) {
@@ -285,6 +284,7 @@ bool cuda_copy(const ggml_tensor * n) {
     if (sup_copy(n)) return true;
     if (host::is_elem_copy(n)) return true;  // copy_any (cpy_int.cu)
     if (!sup_copy_quant(n)) return false;
+    if (s->type != n->type && !is_float_type(s->type) && !cuda_weight_type(s->type)) return false;  // no decoder
     const bool memcpy_case = s->type == n->type && ggml_is_contiguous(s) && ggml_is_contiguous(n);
     return memcpy_case || ggml_type_size(s->type) % 2 == 0;
 }
@@ -335,10 +335,10 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_DUP,       -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
         {GGML_OP_CONT,      -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
         // --- rows: matmul, quantized types, gather/scatter (GET_ROWS, SET_ROWS, MUL_MAT, CPY->quant)
-        {GGML_OP_GET_ROWS,  -1, {sup_get_rows, host::get_rows}, SI_CUDA(sup_get_rows, cuda::get_rows), true},
+        {GGML_OP_GET_ROWS,  -1, {sup_get_rows, host::get_rows}, SI_CUDA(cuda_get_rows, cuda::get_rows), true},
         {GGML_OP_SET_ROWS,  -1, {sup_set_rows, host::set_rows}, SI_CUDA(sup_set_rows, cuda::set_rows), true},
-        {GGML_OP_MUL_MAT,   -1, {sup_mul_mat, host::mul_mat},   SI_CUDA(sup_mul_mat, cuda::mul_mat),   true},
-        {GGML_OP_MUL_MAT_ID, -1, {sup_mul_mat_id, host::mul_mat_id}, SI_CUDA(sup_mul_mat_id, cuda::mul_mat_id), true},
+        {GGML_OP_MUL_MAT,   -1, {sup_mul_mat, host::mul_mat},   SI_CUDA(cuda_mul_mat, cuda::mul_mat),   true},
+        {GGML_OP_MUL_MAT_ID, -1, {sup_mul_mat_id, host::mul_mat_id}, SI_CUDA(cuda_mul_mat_id, cuda::mul_mat_id), true},
         // --- end rows: matmul
         // --- rows: normalisation, rope, softmax, attention, activations, reductions
         {GGML_OP_RMS_NORM,  -1, {sup_norm, host::norm}, SI_CUDA(sup_norm, cuda::norm), true},
@@ -425,6 +425,17 @@ template <typename Fn, typename S> Status run_entry(const DeviceImpl<Fn> & impl,
 } // namespace
 
 const std::vector<OpRow> & op_rows() { return rows_storage(); }
+
+bool cuda_weight_type(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32:  case GGML_TYPE_F16:  case GGML_TYPE_BF16:
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
 
 const OpRow * find_row(const ggml_tensor * node) {
     // First row of each op; rows of one op are adjacent (checked by a unit test).

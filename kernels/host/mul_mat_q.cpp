@@ -502,7 +502,7 @@ QTileFn qtile_for(ggml_type type) {
         case GGML_TYPE_Q4_K: return tile<DQ4_K>;
         case GGML_TYPE_Q5_K: return tile<DQ5_K>;
         case GGML_TYPE_Q6_K: return tile<DQ6_K>;
-        default:             return nullptr;
+        default:             return qtile_int_form_for(type);
     }
 }
 

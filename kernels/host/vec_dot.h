@@ -19,12 +19,13 @@
 // The packed kernels (Note [packed weights], packed.h) take the same
 // activations plus q8sum = 8 * sum(q) per 32-group, as int32: the Q4_0 offset
 // of 8 is then one integer subtraction per block for 8 rows at once.
-// Two group sizes, as in ggml:
-//   32  for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (one weight block, one group), with
+// Two group sizes, as in ggml (quant::act_group, from the type list in quants.h):
+//   32  for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (one weight block, one group) and the
+//       32-group types in integer form (IQ4_NL MXFP4 NVFP4 Q1_0 Q2_0), with
 //       s = d * sum(q) per group for the minimum of Q4_1/Q5_1, and 8 times the
 //       sums of adjacent pairs of q (16 int16 per group) for the offset of
 //       Q4_0/Q5_0, subtracted from maddubs' pair sums in 16-bit;
-//   256 for the K formats (one super-block, one group), with the int16 sums of
+//   256 for the K formats and IQ4_XS (one super-block, one group), with the int16 sums of
 //       q per 16 elements, so that a super-block needs one float multiply-add
 //       and its minimum/offset terms become one more integer dot product.
 #pragma once
@@ -74,6 +75,10 @@ using QTileFn = void (*)(const QTile & tile);
 
 // The tile kernel for a weight type, or nullptr when there is none.
 QTileFn qtile_for(ggml_type type);
+
+// The tile kernel for a type in integer form (SI_QUANT_INT_FORM_TYPES,
+// mul_mat_qd.cpp), or nullptr; qtile_for falls back on it.
+QTileFn qtile_int_form_for(ggml_type type);
 
 // The tile kernel for weights packed in groups of 8 rows (packed.h) at the
 // process's instruction-set level (isa.h), or nullptr when there is none. Its

@@ -87,6 +87,40 @@ add_test(NAME model.logits.tiny_q4_0.host
 set_tests_properties(model.logits.tiny_q4_0.host PROPERTIES LABELS model TIMEOUT 300
     FIXTURES_REQUIRED "model_tiny_q4_0;logits_tiny_q4_0")
 
+# Types `standin make-model` gets from the pinned tree's llama-quantize (an F16
+# file converted): Q4_K_M, whose mix of Q4_K and Q6_K the tool reads back from
+# the file, and IQ4_NL, multiplied on the host device in integer form
+# (kernels/host/mul_mat_qd.cpp). Held to 1e-3 like Q8_0 above: the integer sums
+# are ggml-cpu's, the order of float additions is not (measured at 64 tokens:
+# Q4_K_M 2.3e-4, IQ4_NL 1.8e-4).
+if(EXISTS ${BIN}/llama-quantize)
+    foreach(type q4_k_m iq4_nl)
+        set(model ${MODELS}/tiny-${type}.gguf)
+        if(type STREQUAL "q4_k_m")
+            set(types "q4_K x [0-9]+, q6_K x [0-9]+")
+        else()
+            set(types "iq4_nl x [0-9]+")
+        endif()
+        add_test(NAME model.make.tiny_${type}
+                 COMMAND ${STANDIN} make-model --shape tiny --type ${type} --seed 1 --quiet --out ${model})
+        set_tests_properties(model.make.tiny_${type} PROPERTIES LABELS model TIMEOUT 300
+            FIXTURES_SETUP model_tiny_${type} PASS_REGULAR_EXPRESSION "wrote .*tiny-${type}.gguf: llama tiny, ${type} \\(f32 x 9, .*${types}")
+        add_test(NAME model.logits.tiny_${type}.cpu
+                 COMMAND ${STANDIN} logits --plugin ${PLUGIN} --model ${model} --device none --n-tokens 64
+                         --out ${MODELS}/tiny-${type}.cpu.logits)
+        set_tests_properties(model.logits.tiny_${type}.cpu PROPERTIES LABELS model TIMEOUT 300
+            FIXTURES_REQUIRED model_tiny_${type} FIXTURES_SETUP logits_tiny_${type}
+            PASS_REGULAR_EXPRESSION "computed on CPU: .*wrote ")
+        add_test(NAME model.logits.tiny_${type}.host
+                 COMMAND ${STANDIN} logits --plugin ${PLUGIN} --model ${model} --device STANDIN_HOST0 --n-tokens 64
+                         --compare ${MODELS}/tiny-${type}.cpu.logits --max-nmse 1e-3)
+        set_tests_properties(model.logits.tiny_${type}.host PROPERTIES LABELS model TIMEOUT 300
+            FIXTURES_REQUIRED "model_tiny_${type};logits_tiny_${type}")
+    endforeach()
+else()
+    message(STATUS "standin: no llama-quantize in ${BIN}: the K/IQ model tests are skipped")
+endif()
+
 # CUDA graphs: generation replays the decode graph; the text must be the same
 # as with graphs off (same kernels, so the same logits and tokens), and the
 # counters must show replays, some of them found by the graph's uid (llama

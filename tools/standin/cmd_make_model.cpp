@@ -2,7 +2,8 @@
 // that unmodified llama.cpp loads and runs (llama-completion, llama-bench), so
 // standin can be exercised on real model graphs without downloading a model.
 // The work is in gguf_model.cpp; this file is the command line and the
-// progress display.
+// progress display. Types the writer does not make itself go through an F16
+// file and llama-quantize (quantize_tool.h).
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include "tools/standin/commands.h"
 #include "tools/standin/gguf_model.h"
+#include "tools/standin/quantize_tool.h"
 
 namespace standin::tools {
 
@@ -98,13 +100,20 @@ int cmd_make_model(const MakeModelOptions & opt) {
         std::fprintf(stderr, "standin make-model: unknown --shape '%s' (tiny, 1b or 8b)\n", opt.shape.c_str());
         return 2;
     }
-    if (!model::weight_type_by_name(opt.type, w.wtype, w.file_type)) {
-        std::fprintf(stderr, "standin make-model: unknown --type '%s' (f32, f16, q8_0 or q4_0)\n", opt.type.c_str());
-        return 2;
-    }
     if (opt.out.empty()) {
         std::fprintf(stderr, "standin make-model: --out FILE is required\n");
         return 2;
+    }
+    // Any other name is llama-quantize's (checked before the F16 file is written).
+    const bool        native = model::weight_type_by_name(opt.type, w.wtype, w.file_type);
+    const std::string tool   = opt.quantize_tool.empty() ? model::default_quantize_tool() : opt.quantize_tool;
+    if (!native) {
+        if (const model::QuantizeResult c = model::check_quantize_type(tool, opt.type); !c.ok) {
+            std::fprintf(stderr, "standin make-model: --type '%s' (not f32, f16, q8_0 or q4_0, which the writer makes "
+                                 "itself): %s\n", opt.type.c_str(), c.error.c_str());
+            return 2;
+        }
+        model::weight_type_by_name("f16", w.wtype, w.file_type);
     }
     w.vocab_path = opt.vocab.empty() ? default_vocab_path() : opt.vocab;
     std::error_code ec;
@@ -113,7 +122,7 @@ int cmd_make_model(const MakeModelOptions & opt) {
                      w.vocab_path.c_str());
         return 2;
     }
-    w.out_path = opt.out;
+    w.out_path = native ? opt.out : opt.out + ".f16.tmp";
     w.seed     = opt.seed;
     w.threads  = opt.threads;
 
@@ -121,7 +130,7 @@ int cmd_make_model(const MakeModelOptions & opt) {
     if (!opt.quiet) {
         w.on_progress = [&](const model::Progress & p) { display.update(p); };
         std::fprintf(stderr, "standin make-model: %s %s, seed %llu -> %s\n", w.shape.name.c_str(),
-                     ggml_type_name(w.wtype), (unsigned long long) w.seed, w.out_path.c_str());
+                     native ? ggml_type_name(w.wtype) : opt.type.c_str(), (unsigned long long) w.seed, opt.out.c_str());
     }
     const auto t0 = Clock::now();
     const model::WriteResult r = model::write_model(w);
@@ -130,11 +139,29 @@ int cmd_make_model(const MakeModelOptions & opt) {
         std::fprintf(stderr, "standin make-model: %s\n", r.error.c_str());
         return 1;
     }
+    uint64_t bytes = r.bytes;
+    std::string types = ggml_type_name(w.wtype);
+    if (!native) {
+        if (!opt.quiet) {
+            std::fprintf(stderr, "standin make-model: %s -> %s with %s\n", w.out_path.c_str(), opt.type.c_str(),
+                         tool.c_str());
+        }
+        const std::string log = opt.out + ".quantize.log";
+        const model::QuantizeResult q = model::quantize_file(tool, w.out_path, opt.out, opt.type, opt.threads, log);
+        std::filesystem::remove(w.out_path, ec);
+        if (!q.ok) {
+            std::fprintf(stderr, "standin make-model: %s\n", q.error.c_str());
+            return 1;
+        }
+        std::filesystem::remove(log, ec);
+        bytes = std::filesystem::file_size(opt.out, ec);
+        types = opt.type + " (" + model::describe_type_counts(model::tensor_type_counts(opt.out)) + ")";
+    }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::printf("wrote %s: llama %s, %s weights, %.3f B parameters, n_vocab %lld, %lld tensors, %.1f MB in %.1f s "
                 "(%.0f MB/s)\n",
-                w.out_path.c_str(), w.shape.name.c_str(), ggml_type_name(w.wtype), double(r.n_params) / 1e9,
-                (long long) r.n_vocab, (long long) r.n_tensors, mb(r.bytes), s, s > 0 ? mb(r.bytes) / s : 0.0);
+                opt.out.c_str(), w.shape.name.c_str(), types.c_str(), double(r.n_params) / 1e9, (long long) r.n_vocab,
+                (long long) r.n_tensors, mb(bytes), s, s > 0 ? mb(bytes) / s : 0.0);
     return 0;
 }
 

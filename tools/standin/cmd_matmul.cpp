@@ -134,7 +134,10 @@ int cmd_matmul(const MatmulOptions & o) {
         std::vector<float> f(size_t(o.k * o.m));
         for (float & v : f) v = u(rng);
         w.resize(ggml_row_size(type, o.k) * size_t(o.m));
-        ggml_quantize_chunk(type, f.data(), w.data(), 0, o.m, o.k, nullptr);
+        // IQ1_*, IQ2_XXS and IQ2_XS need an importance matrix: a flat one.
+        const std::vector<float> ones(size_t(o.k), 1.0f);
+        ggml_quantize_chunk(type, f.data(), w.data(), 0, o.m, o.k,
+                            ggml_quantize_requires_imatrix(type) ? ones.data() : nullptr);
     }
     const double wbytes = double(ggml_row_size(type, o.k)) * double(o.m);
     std::printf("MUL_MAT %s, m=%lld k=%lld, %d products per graph, median of %d\n", o.type.c_str(),

@@ -52,8 +52,9 @@ int cmd_matmul(const MatmulOptions & opt);
 
 struct MakeModelOptions {
     std::string        shape = "tiny";  // tiny | 1b | 8b
-    std::string        type  = "f32";   // f32 | f16 | q8_0 | q4_0
+    std::string        type  = "f32";   // f32 | f16 | q8_0 | q4_0, or a llama-quantize type (q4_k_m, iq4_xs, ...)
     std::string        out;
+    std::string        quantize_tool;   // empty: model::default_quantize_tool()
     std::string        vocab;           // empty: the pinned tree's ggml-vocab-llama-bpe.gguf
     unsigned long long seed    = 1;
     int                threads = 0;     // 0 = every available core

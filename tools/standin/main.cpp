@@ -50,8 +50,13 @@ int main(int argc, char ** argv) {
     auto * make_model = app.add_subcommand("make-model", "Write a llama GGUF with random weights that llama.cpp can run");
     make_model->add_option("--shape", mm_opt.shape, "tiny, 1b (llama-3.2-1B) or 8b (llama-3-8B)")
         ->capture_default_str()->check(CLI::IsMember({"tiny", "1b", "8b"}));
-    make_model->add_option("--type", mm_opt.type, "Weight type: f32, f16, q8_0 or q4_0")
-        ->capture_default_str()->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+    make_model->add_option("--type", mm_opt.type,
+                           "Weight type: f32, f16, q8_0 or q4_0 (written directly), or any type llama-quantize "
+                           "takes (q4_k_m, q6_k, iq4_xs, mxfp4_moe, ...: an F16 model converted by it)")
+        ->capture_default_str();
+    make_model->add_option("--quantize-tool", mm_opt.quantize_tool,
+                           "llama-quantize for the other types (default: $STANDIN_LLAMA_BIN_DIR/llama-quantize, "
+                           "else the pinned build's)");
     make_model->add_option("--out", mm_opt.out, "Output .gguf file")->required();
     make_model->add_option("--seed", mm_opt.seed, "Random seed")->capture_default_str();
     make_model->add_option("--vocab", mm_opt.vocab, "GGUF to copy the tokenizer.* keys from");

@@ -1,7 +1,8 @@
 // The random-model writer of `standin make-model`: tensor plans match the real
 // llama shapes, values have the intended statistics and do not depend on the
 // thread count, and a written file reads back through ggml's own GGUF reader
-// with the right keys, types, offsets and data.
+// with the right keys, types, offsets and data; the other types come from the
+// pinned tree's llama-quantize (skipped where it is not built).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,12 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "gguf.h"
 #include "tools/standin/gguf_model.h"
+#include "tools/standin/quantize_tool.h"
 
 namespace fs = std::filesystem;
 using namespace standin::tools::model;
@@ -263,4 +266,47 @@ TEST(GgufModel, ReportsBadPathsClearly) {
     EXPECT_FALSE(r.ok);
     EXPECT_NE(r.error.find("cannot read the vocabulary"), std::string::npos) << r.error;
     EXPECT_FALSE(fs::exists(o.out_path));
+}
+
+TEST(QuantizeTool, MissingToolOrUnknownTypeIsAUsageError) {
+    const QuantizeResult missing = check_quantize_type("/nonexistent/llama-quantize", "q4_k_m");
+    EXPECT_FALSE(missing.ok);
+    EXPECT_TRUE(missing.usage_error);
+    EXPECT_NE(missing.error.find("--quantize-tool"), std::string::npos) << missing.error;
+    const std::string tool = default_quantize_tool();
+    if (::access(tool.c_str(), X_OK) != 0) {
+        GTEST_SKIP() << "no llama-quantize at " << tool;
+    }
+    const QuantizeResult unknown = check_quantize_type(tool, "q9_z");
+    EXPECT_FALSE(unknown.ok);
+    EXPECT_TRUE(unknown.usage_error);
+    EXPECT_NE(unknown.error.find("q9_z"), std::string::npos) << unknown.error;
+    EXPECT_TRUE(check_quantize_type(tool, "q4_k_m").ok);
+}
+
+// An F16 model through llama-quantize as Q4_K_M: its mix of Q4_K and Q6_K
+// matrices, norms kept F32, nothing left F16.
+TEST(QuantizeTool, Q4KMModelHasTheMixOfTypes) {
+    const std::string tool = default_quantize_tool();
+    if (::access(tool.c_str(), X_OK) != 0) {
+        GTEST_SKIP() << "no llama-quantize at " << tool;
+    }
+    WriteOptions o;
+    o.shape = small_shape(false);
+    o.shape.n_embd = 256, o.shape.n_ff = 256;  // K formats take rows of 256
+    ASSERT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
+    o.vocab_path = write_vocab();
+    o.out_path   = scratch("q-f16.gguf").string();
+    o.threads    = 1;
+    ASSERT_TRUE(write_model(o).ok);
+    const std::string out = scratch("q-q4_k_m.gguf").string();
+    const QuantizeResult q = quantize_file(tool, o.out_path, out, "q4_k_m", 1, scratch("q.log").string());
+    ASSERT_TRUE(q.ok) << q.error;
+    std::map<ggml_type, int> counts = tensor_type_counts(out);
+    int norms = 0;
+    for (const auto & t : plan_tensors(o.shape, kVocab, o.wtype)) norms += t.type == GGML_TYPE_F32;
+    EXPECT_GT(counts[GGML_TYPE_Q4_K], 0) << describe_type_counts(counts);
+    EXPECT_GT(counts[GGML_TYPE_Q6_K], 0) << describe_type_counts(counts);
+    EXPECT_EQ(counts[GGML_TYPE_F32], norms) << describe_type_counts(counts);
+    EXPECT_EQ(counts[GGML_TYPE_F16], 0) << describe_type_counts(counts);
 }

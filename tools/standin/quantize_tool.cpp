@@ -1,0 +1,123 @@
+#include "tools/standin/quantize_tool.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "gguf.h"
+#include "tools/standin/bench_process.h"
+
+namespace standin::tools::model {
+
+namespace {
+
+std::string read_text(const std::string & path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// The last non-empty line of a tool's log, for an error message.
+std::string last_line(const std::string & text) {
+    size_t end = text.find_last_not_of(" \n\r\t");
+    if (end == std::string::npos) {
+        return "";
+    }
+    const size_t begin = text.find_last_of('\n', end);
+    return text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+}
+
+QuantizeResult tool_missing(const std::string & tool) {
+    QuantizeResult r;
+    r.usage_error = true;
+    r.error = "llama-quantize not found or not executable: " + tool +
+              " (pass --quantize-tool PATH, or set STANDIN_LLAMA_BIN_DIR to the llama.cpp tools' folder)";
+    return r;
+}
+
+} // namespace
+
+std::string default_quantize_tool() {
+    const char * dir = std::getenv("STANDIN_LLAMA_BIN_DIR");
+    return std::string(dir != nullptr && *dir != '\0' ? dir : STANDIN_GGML_BIN_DIR) + "/llama-quantize";
+}
+
+QuantizeResult check_quantize_type(const std::string & tool, const std::string & type) {
+    if (::access(tool.c_str(), X_OK) != 0) {
+        return tool_missing(tool);
+    }
+    // An input that does not exist: a known type name gets as far as opening
+    // it; an unknown one is refused first, with "invalid ftype".
+    const std::filesystem::path log = std::filesystem::temp_directory_path() /
+                                      ("standin-quantize-check-" + std::to_string(::getpid()) + ".log");
+    bench::ProcSpec spec;
+    spec.argv = {tool, "/nonexistent/standin-type-check.gguf", "/nonexistent/standin-type-check.out.gguf", type};
+    spec.stderr_path = log.string();
+    spec.timeout_s = 60;
+    const bench::ProcResult pr = bench::run_process(spec);
+    const std::string text = read_text(log.string());
+    std::error_code ec;
+    std::filesystem::remove(log, ec);
+    QuantizeResult r;
+    if (pr.spawn_failed) {
+        return tool_missing(tool);
+    }
+    if (text.find("invalid ftype") != std::string::npos) {
+        r.usage_error = true;
+        r.error = "llama-quantize does not know the type '" + type + "' (its list: " + tool + " --help)";
+        return r;
+    }
+    r.ok = true;
+    return r;
+}
+
+QuantizeResult quantize_file(const std::string & tool, const std::string & in, const std::string & out,
+                             const std::string & type, int threads, const std::string & log_path) {
+    if (::access(tool.c_str(), X_OK) != 0) {
+        return tool_missing(tool);
+    }
+    bench::ProcSpec spec;
+    spec.argv = {tool, in, out, type};
+    if (threads > 0) {
+        spec.argv.push_back(std::to_string(threads));
+    }
+    {
+        std::ofstream truncate(log_path);  // run_process appends
+    }
+    spec.stderr_path = log_path;
+    const bench::ProcResult pr = bench::run_process(spec);
+    QuantizeResult r;
+    if (!pr.ok()) {
+        r.error = "llama-quantize " + type + " failed (" + pr.describe() + "): " + last_line(read_text(log_path)) +
+                  " (log: " + log_path + ")";
+        return r;
+    }
+    r.ok = true;
+    return r;
+}
+
+std::map<ggml_type, int> tensor_type_counts(const std::string & path) {
+    std::map<ggml_type, int> counts;
+    gguf_init_params ip{true, nullptr};
+    gguf_context * ctx = gguf_init_from_file(path.c_str(), ip);
+    if (ctx == nullptr) {
+        return counts;
+    }
+    for (int64_t i = 0; i < gguf_get_n_tensors(ctx); ++i) {
+        ++counts[gguf_get_tensor_type(ctx, i)];
+    }
+    gguf_free(ctx);
+    return counts;
+}
+
+std::string describe_type_counts(const std::map<ggml_type, int> & counts) {
+    std::string s;
+    for (const auto & [type, n] : counts) {
+        s += (s.empty() ? "" : ", ") + std::string(ggml_type_name(type)) + " x " + std::to_string(n);
+    }
+    return s;
+}
+
+} // namespace standin::tools::model

@@ -1,0 +1,39 @@
+// Weight types that `standin make-model` does not write itself (the K and
+// i-quant mixes: q4_k_m, q6_k, iq4_xs, mxfp4_moe, ...) are made the way a user
+// makes them: an F16 model is written, then the pinned llama.cpp tree's
+// llama-quantize converts it with the requested type name.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ggml.h"
+
+namespace standin::tools::model {
+
+// $STANDIN_LLAMA_BIN_DIR/llama-quantize when that is set, else the
+// llama-quantize beside the pinned build's tools (test-backend-ops).
+std::string default_quantize_tool();
+
+struct QuantizeResult {
+    bool        ok = false;
+    bool        usage_error = false;  // a missing tool or a type name it does not know
+    std::string error;                // one line saying what went wrong and what to do
+};
+
+// Whether `tool` exists and takes `type` as a type name (llama-quantize checks
+// the name before it opens its input, so this costs no model).
+QuantizeResult check_quantize_type(const std::string & tool, const std::string & type);
+
+// Runs `tool in out type [threads]`; its log goes to log_path.
+QuantizeResult quantize_file(const std::string & tool, const std::string & in, const std::string & out,
+                             const std::string & type, int threads, const std::string & log_path);
+
+// The number of tensors of each type in a GGUF file, read with ggml's GGUF
+// reader; empty when the file cannot be read.
+std::map<ggml_type, int> tensor_type_counts(const std::string & path);
+
+// "q4_K x 21, q6_K x 4, f32 x 9" for a map as above.
+std::string describe_type_counts(const std::map<ggml_type, int> & counts);
+
+} // namespace standin::tools::model
