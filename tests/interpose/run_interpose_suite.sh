@@ -5,11 +5,17 @@
 # llama.cpp tools copied beside the prebuilt real libraries, so ggml's loader
 # (which scans the executable's folder) finds exactly those.
 #
-#   path    : test-backend-ops on the real library alone (device CPU), then on
-#             standin interposing it through GGML_BACKEND_PATH (device
-#             STANDIN_CPU) with LOCAL_OPS none, all and a mixed set: the same
-#             OK and "not supported" lists, a clean audit, local nodes > 0
-#             where ops are local.
+#   real    : lays out WORKDIR/app and runs test-backend-ops on the real
+#             library alone (device CPU): exit 0, and its OK and "not
+#             supported" lists (WORKDIR/real.verdicts) are what each path run
+#             must give.
+#   path    : after real, on the same WORKDIR: test-backend-ops on standin
+#             interposing that library through GGML_BACKEND_PATH (device
+#             STANDIN_CPU) with the given LOCAL_OPS (none, all or a set): the
+#             same OK and "not supported" lists as the real library alone, a
+#             clean audit, local nodes > 0 where ops are local. Path runs with
+#             different LOCAL_OPS share one real run and can run side by side
+#             (each writes only its own standin-<tag>.* files).
 #   replace : standin installed as libggml-cpu-standin.so beside the real
 #             libggml-cpu-*.so variants: ggml loads it instead of the real
 #             library (once, under the real name CPU), standin loads the best
@@ -21,20 +27,32 @@
 # that one copy (the audit line shows "ggml-base copies=1"). With two copies,
 # ggml's loader opening and closing the variants can abort the process
 # (ggml.cpp's terminate-handler check), on some CPUs and not others.
-# Usage: run_interpose_suite.sh path|replace LLAMA_BIN PREBUILT_DIR PLUGIN WORKDIR [MODEL]
+# Usage: run_interpose_suite.sh real    LLAMA_BIN PREBUILT_DIR PLUGIN WORKDIR
+#        run_interpose_suite.sh path    LLAMA_BIN PREBUILT_DIR PLUGIN WORKDIR LOCAL_OPS
+#        run_interpose_suite.sh replace LLAMA_BIN PREBUILT_DIR PLUGIN WORKDIR MODEL
 set -uo pipefail
-mode=$1 bin=$2 prebuilt=$3 plugin=$4 work=$5 model=${6:-}
-ops=${INTERPOSE_OPS:-ADD,SUB,MUL,DIV,SCALE,CPY,CONT,DUP,GET_ROWS,SET_ROWS,RMS_NORM,NORM,ROPE,SOFT_MAX,MUL_MAT,GLU,UNARY,ARGMAX,SUM_ROWS,CONCAT,REPEAT}
-mixed=${INTERPOSE_MIXED:-ADD,MUL_MAT,SOFT_MAX}
-
-rm -rf "$work" && mkdir -p "$work/app"
+mode=$1 bin=$2 prebuilt=$3 plugin=$4 work=$5 arg=${6:-}
 app=$work/app
-cp "$bin/test-backend-ops" "$bin/llama-completion" "$app/"
-cp "$prebuilt"/libggml-cpu-*.so "$prebuilt/libggml-base.so" "$app/"
-ln -s libggml-base.so "$app/libggml-base.so.0"
 export LD_LIBRARY_PATH=$app
 strip_colors() { sed -e 's/\x1b\[[0-9;]*m//g'; }
 fail=0
+[[ $mode == real || $mode == path || $mode == replace ]] || { echo "unknown mode '$mode' (real, path or replace)"; exit 2; }
+
+if [[ $mode == real || $mode == replace ]]; then
+    rm -rf "$work" && mkdir -p "$app"
+    cp "$bin/test-backend-ops" "$bin/llama-completion" "$app/"
+    cp "$prebuilt"/libggml-cpu-*.so "$prebuilt/libggml-base.so" "$app/"
+    ln -s libggml-base.so "$app/libggml-base.so.0"
+fi
+if [[ $mode == real ]]; then
+    # The op list and the variant ggml loaded are the real run's, kept beside
+    # its verdicts so that every path run tests exactly these.
+    echo "${INTERPOSE_OPS:-ADD,SUB,MUL,DIV,SCALE,CPY,CONT,DUP,GET_ROWS,SET_ROWS,RMS_NORM,NORM,ROPE,SOFT_MAX,MUL_MAT,GLU,UNARY,ARGMAX,SUM_ROWS,CONCAT,REPEAT}" >"$work/real.ops"
+elif [[ $mode == path ]]; then
+    [[ -s $work/real.verdicts && -s $work/real.lib && -s $work/real.ops ]] ||
+        { echo "no real-library run in $work (run_interpose_suite.sh real, ctest fixture interpose_cpu_real)"; exit 1; }
+fi
+ops=$(cat "$work/real.ops" 2>/dev/null)
 
 run_tbo() {  # run_tbo LOG DEVICE [env...]
     local log=$1 dev=$2
@@ -46,31 +64,38 @@ run_tbo() {  # run_tbo LOG DEVICE [env...]
 # The case lines of one device's section, normalised, with their verdicts.
 verdicts() { grep -E '^  [A-Z_0-9]+\(.*\): (OK|FAIL|not supported)' "$1" | sed -E 's/(not supported).*/\1/' | sort; }
 
-if [[ $mode == path ]]; then
+if [[ $mode == real ]]; then
     rc=$(run_tbo "$work/real.log" CPU)
     real_lib=$(grep -oE 'loaded CPU backend from [^ ]+' "$work/real.log.err" | head -1 | awk '{print $5}')
-    verdicts "$work/real.log" >"$work/real.verdicts"
-    echo "real library alone ($real_lib): exit $rc, $(grep -c ': OK' "$work/real.verdicts") OK, $(grep -c 'not supported' "$work/real.verdicts") not supported"
-    [[ $rc == 0 && -n $real_lib ]] || fail=1
-    for lo in none all "$mixed"; do
-        tag=${lo//,/_}
-        rc=$(run_tbo "$work/standin-$tag.log" STANDIN_CPU GGML_BACKEND_PATH="$plugin" GGML_STANDIN_REAL="$real_lib" \
-             GGML_STANDIN_LOCAL_OPS="$lo" GGML_STANDIN_AUDIT=1)
-        verdicts "$work/standin-$tag.log" >"$work/standin-$tag.verdicts"
-        audit=$(grep -E '^standin audit' "$work/standin-$tag.log.err" | tail -1)
-        echo "interposed, LOCAL_OPS=$lo: exit $rc, $(grep -c ': OK' "$work/standin-$tag.verdicts") OK; $audit"
-        if ! diff -q "$work/real.verdicts" "$work/standin-$tag.verdicts" >/dev/null; then
-            echo "  pass list differs from the real library's:"; diff "$work/real.verdicts" "$work/standin-$tag.verdicts" | head -10
-            fail=1
-        fi
-        [[ $rc == 0 ]] || fail=1
-        grep -q 'leaks=0; real pointers to caller=0 (clean)' <<<"$audit" || { echo "  audit not clean"; fail=1; }
-        grep -q 'ggml-base copies=1$' <<<"$audit" || { echo "  not exactly one ggml-base in the process"; fail=1; }
-        local_nodes=$(sed -nE 's/.*local nodes=([0-9]+).*/\1/p' <<<"$audit")
-        if [[ $lo == none && $local_nodes != 0 ]]; then echo "  local nodes with LOCAL_OPS=none"; fail=1; fi
-        if [[ $lo != none && ${local_nodes:-0} == 0 ]]; then echo "  no node ran locally"; fail=1; fi
-    done
+    verdicts "$work/real.log" >"$work/real.verdicts.tmp"
+    echo "real library alone ($real_lib): exit $rc, $(grep -c ': OK' "$work/real.verdicts.tmp") OK, $(grep -c 'not supported' "$work/real.verdicts.tmp") not supported"
+    # Only a passing run leaves a list to compare against.
+    if [[ $rc == 0 && -n $real_lib ]]; then
+        mv "$work/real.verdicts.tmp" "$work/real.verdicts" && echo "$real_lib" >"$work/real.lib"
+    else
+        fail=1
+    fi
+elif [[ $mode == path ]]; then
+    lo=$arg real_lib=$(cat "$work/real.lib")
+    [[ -n $lo ]] || { echo "path: no LOCAL_OPS given"; exit 1; }
+    tag=${lo//,/_}
+    rc=$(run_tbo "$work/standin-$tag.log" STANDIN_CPU GGML_BACKEND_PATH="$plugin" GGML_STANDIN_REAL="$real_lib" \
+         GGML_STANDIN_LOCAL_OPS="$lo" GGML_STANDIN_AUDIT=1)
+    verdicts "$work/standin-$tag.log" >"$work/standin-$tag.verdicts"
+    audit=$(grep -E '^standin audit' "$work/standin-$tag.log.err" | tail -1)
+    echo "interposed, LOCAL_OPS=$lo: exit $rc, $(grep -c ': OK' "$work/standin-$tag.verdicts") OK; $audit"
+    if ! diff -q "$work/real.verdicts" "$work/standin-$tag.verdicts" >/dev/null; then
+        echo "  pass list differs from the real library's:"; diff "$work/real.verdicts" "$work/standin-$tag.verdicts" | head -10
+        fail=1
+    fi
+    [[ $rc == 0 ]] || fail=1
+    grep -q 'leaks=0; real pointers to caller=0 (clean)' <<<"$audit" || { echo "  audit not clean"; fail=1; }
+    grep -q 'ggml-base copies=1$' <<<"$audit" || { echo "  not exactly one ggml-base in the process"; fail=1; }
+    local_nodes=$(sed -nE 's/.*local nodes=([0-9]+).*/\1/p' <<<"$audit")
+    if [[ $lo == none && $local_nodes != 0 ]]; then echo "  local nodes with LOCAL_OPS=none"; fail=1; fi
+    if [[ $lo != none && ${local_nodes:-0} == 0 ]]; then echo "  no node ran locally"; fail=1; fi
 elif [[ $mode == replace ]]; then
+    model=$arg
     [[ -f $model ]] || { echo "no model at '$model'"; exit 1; }
     gen=(-m "$model" -p "The capital of France is" -n 24 --ignore-eos -s 7 --temp 0 -c 256 -no-cnv --no-warmup)
     "$app/llama-completion" "${gen[@]}" >"$work/real.txt" 2>"$work/real.log"
@@ -99,5 +124,7 @@ elif [[ $mode == replace ]]; then
         echo "same text: $(head -c 120 "$work/standin.txt" | tr '\n' ' ')"
     fi
 fi
-[[ $fail == 0 ]] && echo "interpose $mode: ok" || echo "interpose $mode: FAILED (logs in $work)"
+what=$mode
+[[ $mode == path ]] && what="path $arg"
+[[ $fail == 0 ]] && echo "interpose $what: ok" || echo "interpose $what: FAILED (logs in $work)"
 exit $fail
