@@ -46,10 +46,10 @@ ggml_backend_reg_t ggml_backend_init(void) {
 
 int ggml_backend_score(void) {
     try {
-        standin::glue::pin_module();
         if (!bound(__builtin_return_address(0))) {
             return 0;
         }
+        standin::glue::pin_module();  // after the binding: it may log
 #ifdef STANDIN_HOST_NEEDS_X86_V3
         // The host kernels are built for x86-64-v3; on an older CPU, decline to
         // load (ggml logs that the backend is not supported) rather than crash.

@@ -233,7 +233,7 @@ template <> struct KFmt<GGML_TYPE_Q6_K> {
 // of weights per row (the one decoded, the one loading), so more rows per warp
 // take more registers and fewer warps keep as many bytes in flight (Q5_K's
 // rows hold a third word, its fifth bits); several columns hold their
-// activations. Chosen where ptxas spills nothing.
+// activations. Chosen where ptxas spills at most 16 bytes (none for most).
 template <int T, int NC, int RW>
 constexpr int kMinBlocks = NC > 1 || RW >= 4 || (RW == 2 && T == GGML_TYPE_Q5_K) ? 4 : RW == 2 ? 5 : 6;
 
