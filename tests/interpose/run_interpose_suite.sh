@@ -46,8 +46,9 @@ if [[ $mode == real || $mode == replace ]]; then
 fi
 if [[ $mode == real ]]; then
     # The op list and the variant ggml loaded are the real run's, kept beside
-    # its verdicts so that every path run tests exactly these.
-    echo "${INTERPOSE_OPS:-ADD,SUB,MUL,DIV,SCALE,CPY,CONT,DUP,GET_ROWS,SET_ROWS,RMS_NORM,NORM,ROPE,SOFT_MAX,MUL_MAT,GLU,UNARY,ARGMAX,SUM_ROWS,CONCAT,REPEAT}" >"$work/real.ops"
+    # its verdicts so that every path run tests exactly these. GLU and unary
+    # cases are named by their sub-op (-o GLU or -o UNARY selects none).
+    echo "${INTERPOSE_OPS:-ADD,SUB,MUL,DIV,SCALE,CPY,CONT,DUP,GET_ROWS,SET_ROWS,RMS_NORM,NORM,ROPE,SOFT_MAX,MUL_MAT,SWIGLU,GEGLU,REGLU,SILU,GELU,ARGMAX,SUM_ROWS,CONCAT,REPEAT}" >"$work/real.ops"
 elif [[ $mode == path ]]; then
     [[ -s $work/real.verdicts && -s $work/real.lib && -s $work/real.ops ]] ||
         { echo "no real-library run in $work (run_interpose_suite.sh real, ctest fixture interpose_cpu_real)"; exit 1; }
