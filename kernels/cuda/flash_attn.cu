@@ -20,12 +20,22 @@
 // memory, rescaled to the common maximum (and the sink), and normalised.
 // Arithmetic is f32 throughout.
 //
+// Decoding (few query rows) splits the keys over blocks instead, and a block
+// takes the G query heads that share one K and V head (GQA: 4 in llama 3):
+// each K row is loaded once for G dot products and each V row once for G
+// outputs, so the cache is read once per K/V head instead of once per query
+// head (at 16k keys it does not fit in L2).
+//
 // Batches of queries over F16 K/V with head sizes 64 and 128 (prefill) go to
 // the tensor-core kernel of flash_attn_tc.cu instead.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o FLASH_ATTN_EXT
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "diag/check.h"
 
 #include "kernels/common/softmax.h"
 #include "kernels/cuda/common.cuh"
@@ -51,11 +61,15 @@ template <int T> __device__ __forceinline__ float ld(const char * row, int64_t i
     return __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(row)[i]);
 }
 
-// Dot product of the Q row (shared memory) with the K row.
-template <int T> __device__ __forceinline__ float qk_dot(const float * q, const char * krow, int64_t D, bool vec) {
-    float s = 0.0f;
+// Dot products of G query rows (shared memory, qs floats apart) with one K
+// row: the K row is loaded once for all of them.
+template <int T, int G>
+__device__ __forceinline__ void qk_dots(const float * q, int64_t qs, const char * krow, int64_t D, bool vec,
+                                        float (&s)[G]) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) s[g] = 0.0f;
     if (vec) {
-#pragma unroll 8
+#pragma unroll 4
         for (int64_t d = 0; d < D; d += 8) {
             float w[8];
             if constexpr (T == GGML_TYPE_F32) {
@@ -77,15 +91,23 @@ template <int T> __device__ __forceinline__ float qk_dot(const float * q, const 
                     }
                 }
             }
-            const float4 qa = reinterpret_cast<const float4 *>(q + d)[0];
-            const float4 qb = reinterpret_cast<const float4 *>(q + d)[1];
-            s = fmaf(qa.x, w[0], s); s = fmaf(qa.y, w[1], s); s = fmaf(qa.z, w[2], s); s = fmaf(qa.w, w[3], s);
-            s = fmaf(qb.x, w[4], s); s = fmaf(qb.y, w[5], s); s = fmaf(qb.z, w[6], s); s = fmaf(qb.w, w[7], s);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const float4 qa = reinterpret_cast<const float4 *>(q + g * qs + d)[0];
+                const float4 qb = reinterpret_cast<const float4 *>(q + g * qs + d)[1];
+                float t = s[g];
+                t = fmaf(qa.x, w[0], t); t = fmaf(qa.y, w[1], t); t = fmaf(qa.z, w[2], t); t = fmaf(qa.w, w[3], t);
+                t = fmaf(qb.x, w[4], t); t = fmaf(qb.y, w[5], t); t = fmaf(qb.z, w[6], t); t = fmaf(qb.w, w[7], t);
+                s[g] = t;
+            }
         }
     } else {
-        for (int64_t d = 0; d < D; ++d) s = fmaf(q[d], ld<T>(krow, d), s);
+        for (int64_t d = 0; d < D; ++d) {
+            const float w = ld<T>(krow, d);
+#pragma unroll
+            for (int g = 0; g < G; ++g) s[g] = fmaf(q[g * qs + d], w, s[g]);
+        }
     }
-    return s;
 }
 
 // V elements lane `lane` owns: lane + 32 i (any DV), or, with VEC, the NV
@@ -119,129 +141,202 @@ __device__ __forceinline__ void load_v(const char * vrow, int lane, int64_t DV, 
     }
 }
 
-// One query row of one head over the keys [kb, ke): each warp's running
-// maximum, sum and unnormalised output go to m_s, s_s and o_s (kWarps x DV).
-// Ends with a barrier, so the caller may read them.
-template <int T, int NV, int kWarps, bool VEC>
-__device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h, int64_t i3, int64_t kb, int64_t ke, float * q_s,
-                         float * m_s, float * s_s, float * o_s) {
+// Shared memory of a block, for G query heads: q [G][Dp] (D padded to 4, so
+// every row is 16-byte aligned), m and s [kWarps][G], o [kWarps][G][DV], and
+// the tile's attention weights w [kWarps][G][32] (used when G > 1).
+inline int64_t q_pitch(int64_t D) { return (D + 3) / 4 * 4; }
+template <int kWarps, int G> size_t fa_smem(const FaArgs & p) {
+    return size_t(G * q_pitch(p.D) + 2 * kWarps * G + kWarps * G * p.DV + (G > 1 ? kWarps * G * 32 : 0)) * sizeof(float);
+}
+template <int kWarps, int G> struct FaShared {
+    float *q, *m, *s, *o, *w;
+    int64_t qs;
+    __device__ FaShared(float * base, int64_t D, int64_t DV)
+        : q(base), m(base + G * ((D + 3) / 4 * 4)), s(m + kWarps * G), o(s + kWarps * G), w(o + kWarps * G * DV),
+          qs((D + 3) / 4 * 4) {}
+};
+
+// One query row of G heads h0 .. h0 + G - 1, which share one K and one V head
+// (GQA), over the keys [kb, ke): each K and V row is loaded once for all G.
+// Each warp's running maxima, sums and unnormalised outputs go to sh.m, sh.s
+// and sh.o ([warp][g], [warp][g][DV]). Ends with a barrier, so the caller may
+// read them.
+template <int T, int NV, int kWarps, bool VEC, int G>
+__device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, int64_t kb, int64_t ke,
+                         const FaShared<kWarps, G> & sh) {
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5);
-    const float slope = p.alibi.slope(uint32_t(h));
-    const char * kbase = p.k + (h / p.rk2) * p.k_nb2 + (i3 / p.rk3) * p.k_nb3;
-    const char * vbase = p.v + (h / p.rv2) * p.v_nb2 + (i3 / p.rv3) * p.v_nb3;
-    const float * qrow = reinterpret_cast<const float *>(p.q + iq * p.q_nb1 + h * p.q_nb2 + i3 * p.q_nb3);
-    for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) q_s[d] = qrow[d];
+    float slope[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) slope[g] = p.alibi.slope(uint32_t(h0 + g));
+    const char * kbase = p.k + (h0 / p.rk2) * p.k_nb2 + (i3 / p.rk3) * p.k_nb3;
+    const char * vbase = p.v + (h0 / p.rv2) * p.v_nb2 + (i3 / p.rv3) * p.v_nb3;
+    for (int g = 0; g < G; ++g) {
+        const float * qrow = reinterpret_cast<const float *>(p.q + iq * p.q_nb1 + (h0 + g) * p.q_nb2 + i3 * p.q_nb3);
+        for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) sh.q[g * sh.qs + d] = qrow[d];
+    }
     __syncthreads();
-    const __half * mrow = nullptr;
+    // Mask rows of consecutive heads are m_nb2 apart (launch_split picks G so).
+    const char * mrow = nullptr;
+    int64_t mstep = 0;
     if (p.mask != nullptr) {
-        mrow = reinterpret_cast<const __half *>(p.mask + iq * p.m_nb1 + (h % p.m_ne2) * p.m_nb2 +
-                                                (i3 % p.m_ne3) * p.m_nb3);
+        mrow = p.mask + iq * p.m_nb1 + (h0 % p.m_ne2) * p.m_nb2 + (i3 % p.m_ne3) * p.m_nb3;
+        mstep = p.m_ne2 > 1 ? p.m_nb2 : 0;
     }
 
-    float m = -INFINITY, s = 0.0f;  // s: this lane's share of the sum
-    float o[NV];
+    float m[G], s[G];  // s: this lane's share of the sum
+    float o[G][NV];
 #pragma unroll
-    for (int i = 0; i < NV; ++i) o[i] = 0.0f;
+    for (int g = 0; g < G; ++g) {
+        m[g] = -INFINITY;
+        s[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) o[g][i] = 0.0f;
+    }
+    float * w_s = sh.w + warp * G * 32;
 
     for (int64_t c0 = kb + int64_t(warp) * 32; c0 < ke; c0 += kWarps * 32) {
         const int64_t c = c0 + lane;
-        float sc = -INFINITY;
-        if (c < ke) {
-            sc = mrow != nullptr ? slope * __half2float(mrow[c]) : 0.0f;
-            if (sc != -INFINITY) {
-                sc += num::attn_score(qk_dot<T>(q_s, kbase + c * p.k_nb1, p.D, p.k_vec), p.ap.scale,
-                                      p.ap.logit_softcap);
+        float sc[G];
+        bool any = false;
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            sc[g] = -INFINITY;
+            if (c < ke) {
+                sc[g] = mrow != nullptr ? slope[g] * __half2float(reinterpret_cast<const __half *>(mrow + g * mstep)[c])
+                                        : 0.0f;
+            }
+            any |= sc[g] != -INFINITY;
+        }
+        if (any) {
+            float dot[G];
+            qk_dots<T, G>(sh.q, sh.qs, kbase + c * p.k_nb1, p.D, p.k_vec, dot);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                if (sc[g] != -INFINITY) sc[g] += num::attn_score(dot[g], p.ap.scale, p.ap.logit_softcap);
             }
         }
-        const float tmax = warp_max(sc);
-        if (tmax == -INFINITY) {
-            continue;  // the whole tile is masked (uniform over the warp)
-        }
-        if (tmax > m) {
-            const float f = m == -INFINITY ? 0.0f : expf(m - tmax);
-            m = tmax;
-            s *= f;
+        float w[G];
+        bool live = false;
 #pragma unroll
-            for (int i = 0; i < NV; ++i) o[i] *= f;
+        for (int g = 0; g < G; ++g) {
+            const float tmax = warp_max(sc[g]);
+            w[g] = 0.0f;
+            if (tmax == -INFINITY) continue;  // this head's tile is masked (uniform over the warp)
+            live = true;
+            if (tmax > m[g]) {
+                const float f = m[g] == -INFINITY ? 0.0f : expf(m[g] - tmax);
+                m[g] = tmax;
+                s[g] *= f;
+#pragma unroll
+                for (int i = 0; i < NV; ++i) o[g][i] *= f;
+            }
+            w[g] = sc[g] == -INFINITY ? 0.0f : expf(sc[g] - m[g]);
+            s[g] += w[g];
         }
-        const float w = sc == -INFINITY ? 0.0f : expf(sc - m);
-        s += w;
+        if (!live) continue;  // the whole tile is masked for every head
+        if constexpr (G > 1) {
+            __syncwarp();
+#pragma unroll
+            for (int g = 0; g < G; ++g) w_s[g * 32 + lane] = w[g];
+            __syncwarp();
+        }
         // V rows of the tile, kVRows at a time: their loads are issued
-        // together, then added in key order. Masked keys (weight 0) are
-        // neither loaded nor added (their cache rows may hold anything).
+        // together, then added in key order. Keys of weight 0 for every head
+        // are neither loaded nor added (masked cache rows may hold anything).
         const int nc = int(ke - c0 < 32 ? ke - c0 : 32);
-        constexpr int kVRows = v_rows<NV>();
+        constexpr int kVRows = G > 1 ? 4 : v_rows<NV>();
         for (int j0 = 0; j0 < nc; j0 += kVRows) {
-            float wj[kVRows], vv[kVRows][NV];
+            float wj[G][kVRows], vv[kVRows][NV];
+            if constexpr (G > 1) {
 #pragma unroll
-            for (int u = 0; u < kVRows; ++u) {
-                const int j = j0 + u;
-                const float wu = __shfl_sync(0xffffffffu, w, j & 31);
-                const bool use = j < nc && wu != 0.0f;
-                wj[u] = use ? wu : 0.0f;
-                load_v<T, NV, VEC>(vbase + (c0 + j) * p.v_nb1, lane, p.DV, use, vv[u]);
+                for (int g = 0; g < G; ++g) {
+                    const float4 q4 = *reinterpret_cast<const float4 *>(w_s + g * 32 + j0);
+                    wj[g][0] = q4.x; wj[g][1] = q4.y; wj[g][2] = q4.z; wj[g][3] = q4.w;
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < kVRows; ++u) wj[0][u] = __shfl_sync(0xffffffffu, w[0], (j0 + u) & 31);
             }
 #pragma unroll
             for (int u = 0; u < kVRows; ++u) {
-                if (wj[u] == 0.0f) continue;
+                bool use = j0 + u < nc;
+                bool nz = false;
 #pragma unroll
-                for (int i = 0; i < NV; ++i) o[i] = fmaf(wj[u], vv[u][i], o[i]);
+                for (int g = 0; g < G; ++g) nz |= wj[g][u] != 0.0f;
+                use = use && nz;
+#pragma unroll
+                for (int g = 0; g < G; ++g) wj[g][u] = use ? wj[g][u] : 0.0f;
+                load_v<T, NV, VEC>(vbase + (c0 + j0 + u) * p.v_nb1, lane, p.DV, use, vv[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < kVRows; ++u) {
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    if (wj[g][u] == 0.0f) continue;
+#pragma unroll
+                    for (int i = 0; i < NV; ++i) o[g][i] = fmaf(wj[g][u], vv[u][i], o[g][i]);
+                }
             }
         }
     }
-    s = warp_sum(s);
-    if (lane == 0) {
-        m_s[warp] = m;
-        s_s[warp] = s;
-    }
 #pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        const int64_t d = v_index<VEC, NV>(lane, i);
-        if (d < p.DV) o_s[warp * p.DV + d] = o[i];
+    for (int g = 0; g < G; ++g) {
+        const float sg = warp_sum(s[g]);
+        if (lane == 0) {
+            sh.m[warp * G + g] = m[g];
+            sh.s[warp * G + g] = sg;
+        }
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int64_t d = v_index<VEC, NV>(lane, i);
+            if (d < p.DV) sh.o[(warp * G + g) * p.DV + d] = o[g][i];
+        }
     }
     __syncthreads();
 }
 
-// Shared memory of a block: q [D, padded to 4], m and s [kWarps], o [kWarps][DV].
-template <int kWarps> size_t fa_smem(const FaArgs & p) {
-    return size_t((p.D + 3) / 4 * 4 + 2 * kWarps + kWarps * p.DV) * sizeof(float);
+// Head g's warps merged: their common maximum (with `sink`, -inf for none)
+// in mx, and each warp's factor to it in f; returns the rescaled sum of
+// weights (the sink's included).
+template <int kWarps, int G>
+__device__ __forceinline__ float merge_warps(const FaShared<kWarps, G> & sh, int g, float sink, float & mx,
+                                             float (&f)[kWarps]) {
+    mx = sink;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sh.m[w * G + g]);
+    float total = sink != -INFINITY ? expf(sink - mx) : 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+        const float mw = sh.m[w * G + g];
+        f[w] = mw == -INFINITY ? 0.0f : expf(mw - mx);
+        total += sh.s[w * G + g] * f[w];
+    }
+    return total;
 }
-template <int kWarps> struct FaShared {
-    float *q, *m, *s, *o;
-    __device__ FaShared(float * base, int64_t D)
-        : q(base), m(base + (D + 3) / 4 * 4), s(m + kWarps), o(s + kWarps) {}
-};
 
-template <int T, int NV, int kWarps>
+// Block (x, y, z): query rows x, x + gridDim.x, ... of heads y * G .. + G - 1
+// in batch z, over all keys.
+template <int T, int NV, int kWarps, int G>
 __global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
     pdl_wait();  // Note [dependent launch]
     pdl_trigger();
     extern __shared__ float smem[];
-    const FaShared<kWarps> sh(smem, p.D);
-    float *q_s = sh.q, *m_s = sh.m, *s_s = sh.s, *o_s = sh.o;
-    const int64_t h = blockIdx.y, i3 = blockIdx.z;
+    const FaShared<kWarps, G> sh(smem, p.D, p.DV);
+    const int64_t h0 = int64_t(blockIdx.y) * G, i3 = blockIdx.z;
 
     for (int64_t iq = blockIdx.x; iq < p.nq; iq += gridDim.x) {
-        fa_range<T, NV, kWarps, false>(p, iq, h, i3, 0, p.nkv, q_s, m_s, s_s, o_s);
-        // Merge: common maximum (the sink included), rescaled sums and values.
-        float mx = -INFINITY;
-        for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w]);
-        const float sink = p.sinks != nullptr ? p.sinks[h] : -INFINITY;
-        mx = fmaxf(mx, sink);
-        float f[kWarps];
-        float total = p.sinks != nullptr ? expf(sink - mx) : 0.0f;
-        for (int w = 0; w < kWarps; ++w) {
-            f[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - mx);
-            total += s_s[w] * f[w];
+        fa_range<T, NV, kWarps, false, G>(p, iq, h0, i3, 0, p.nkv, sh);
+        for (int g = 0; g < G; ++g) {
+            const int64_t h = h0 + g;
+            float mx, f[kWarps];
+            const float total = merge_warps<kWarps, G>(sh, g, p.sinks != nullptr ? p.sinks[h] : -INFINITY, mx, f);
+            const float inv = total == 0.0f ? 0.0f : 1.0f / total;
+            float * out = reinterpret_cast<float *>(p.d + h * p.d_nb1 + iq * p.d_nb2 + i3 * p.d_nb3);
+            for (int64_t d = threadIdx.x; d < p.DV; d += blockDim.x) {
+                float acc = 0.0f;
+                for (int w = 0; w < kWarps; ++w) acc += sh.o[(w * G + g) * p.DV + d] * f[w];
+                out[d] = acc * inv;
+            }
         }
-        const float inv = total == 0.0f ? 0.0f : 1.0f / total;
-        float * out = reinterpret_cast<float *>(p.d + h * p.d_nb1 + iq * p.d_nb2 + i3 * p.d_nb3);
-        for (int64_t d = threadIdx.x; d < p.DV; d += blockDim.x) {
-            float acc = 0.0f;
-            for (int w = 0; w < kWarps; ++w) acc += o_s[w * p.DV + d] * f[w];
-            out[d] = acc * inv;
-        }
-        __syncthreads();  // q_s and the merge buffers are reused by the next query row
+        __syncthreads();  // q and the merge buffers are reused by the next query row
     }
 }
 
@@ -257,36 +352,32 @@ struct SplitOut {
     float * o;
     int     n_split;
     int64_t span;
+    int     heads;  // query heads per block (G), sharing one K and V head
 };
 
-template <int T, int NV, bool VEC>
+template <int T, int NV, bool VEC, int G>
 __global__ void __launch_bounds__(kSplitWarps * 32) fa_split_kernel(FaArgs p, SplitOut part) {
     pdl_wait();  // Note [dependent launch]
     pdl_trigger();
     extern __shared__ float smem[];
-    const FaShared<kSplitWarps> sh(smem, p.D);
-    float *q_s = sh.q, *m_s = sh.m, *s_s = sh.s, *o_s = sh.o;
-    const int64_t h = blockIdx.y, i3 = blockIdx.z;
+    const FaShared<kSplitWarps, G> sh(smem, p.D, p.DV);
+    const int64_t h0 = int64_t(blockIdx.y) * G, i3 = blockIdx.z;
     const int64_t iq = blockIdx.x / part.n_split, j = blockIdx.x % part.n_split;
     const int64_t kb = j * part.span, ke = kb + part.span < p.nkv ? kb + part.span : p.nkv;
-    fa_range<T, NV, kSplitWarps, VEC>(p, iq, h, i3, kb, ke, q_s, m_s, s_s, o_s);
-    float mx = -INFINITY;
-    for (int w = 0; w < kSplitWarps; ++w) mx = fmaxf(mx, m_s[w]);
-    float f[kSplitWarps];
-    float total = 0.0f;
-    for (int w = 0; w < kSplitWarps; ++w) {
-        f[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - mx);
-        total += s_s[w] * f[w];
-    }
-    const int64_t slot = ((i3 * p.nh + h) * p.nq + iq) * part.n_split + j;
-    if (threadIdx.x == 0) {
-        part.m[slot] = mx;
-        part.s[slot] = total;
-    }
-    for (int64_t d = threadIdx.x; d < p.DV; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int w = 0; w < kSplitWarps; ++w) acc += o_s[w * p.DV + d] * f[w];
-        part.o[slot * p.DV + d] = acc;
+    fa_range<T, NV, kSplitWarps, VEC, G>(p, iq, h0, i3, kb, ke, sh);
+    for (int g = 0; g < G; ++g) {
+        float mx, f[kSplitWarps];
+        const float total = merge_warps<kSplitWarps, G>(sh, g, -INFINITY, mx, f);
+        const int64_t slot = ((i3 * p.nh + h0 + g) * p.nq + iq) * part.n_split + j;
+        if (threadIdx.x == 0) {
+            part.m[slot] = mx;
+            part.s[slot] = total;
+        }
+        for (int64_t d = threadIdx.x; d < p.DV; d += blockDim.x) {
+            float acc = 0.0f;
+            for (int w = 0; w < kSplitWarps; ++w) acc += sh.o[(w * G + g) * p.DV + d] * f[w];
+            part.o[slot * p.DV + d] = acc;
+        }
     }
 }
 
@@ -319,28 +410,78 @@ __global__ void fa_combine(FaArgs p, SplitOut part) {
 
 template <int T, int W> void launch_tw(const FaArgs & p, cudaStream_t st) {
     const dim3 grid(unsigned(p.nq < limits::kGridX ? p.nq : limits::kGridX), unsigned(p.nh), unsigned(p.nq3));
-    const size_t smem = fa_smem<W>(p);
+    const size_t smem = fa_smem<W, 1>(p);
     if (p.DV <= 64) {
-        launch(fa_kernel<T, 2, W>, dim3(grid), dim3(W * 32), smem, st, p);
+        launch(fa_kernel<T, 2, W, 1>, dim3(grid), dim3(W * 32), smem, st, p);
     } else if (p.DV <= 128) {
-        launch(fa_kernel<T, 4, W>, dim3(grid), dim3(W * 32), smem, st, p);
+        launch(fa_kernel<T, 4, W, 1>, dim3(grid), dim3(W * 32), smem, st, p);
     } else if (p.DV <= 256) {
-        launch(fa_kernel<T, 8, W>, dim3(grid), dim3(W * 32), smem, st, p);
+        launch(fa_kernel<T, 8, W, 1>, dim3(grid), dim3(W * 32), smem, st, p);
     } else {
-        launch(fa_kernel<T, 16, W>, dim3(grid), dim3(W * 32), smem, st, p);
+        launch(fa_kernel<T, 16, W, 1>, dim3(grid), dim3(W * 32), smem, st, p);
+    }
+}
+
+// Query heads per split block (GQA): each lane keeps G x NV output elements,
+// so G is bounded by the registers that takes.
+constexpr int kMaxHeads = 8;
+constexpr int max_heads(int nv) { return 32 / nv < kMaxHeads ? 32 / nv : kMaxHeads; }
+constexpr size_t kSplitSmemMax = 48 * 1024;  // without the opt-in to more dynamic shared memory
+
+// The largest G <= max_heads(NV), a power of two, such that G consecutive
+// heads share one K and one V head (G divides the query heads per K head and
+// per V head), their mask rows are evenly spaced (mask broadcast over heads,
+// or G divides its heads), and the block's shared memory fits.
+template <int NV> int heads_per_block(const FaArgs & p) {
+    for (int g = max_heads(NV); g > 1; g /= 2) {
+        if (p.rk2 % g == 0 && p.rv2 % g == 0 && (p.mask == nullptr || p.m_ne2 == 1 || p.m_ne2 % g == 0)) {
+            const size_t smem = g == 8 ? fa_smem<kSplitWarps, 8>(p) : g == 4 ? fa_smem<kSplitWarps, 4>(p)
+                                                                             : fa_smem<kSplitWarps, 2>(p);
+            if (smem <= kSplitSmemMax) return g;
+        }
+    }
+    return 1;
+}
+
+template <int T, int NV, bool VEC, int G>
+void launch_split_g(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
+    if constexpr (G <= max_heads(NV)) {
+        const dim3 grid(unsigned(p.nq * part.n_split), unsigned(p.nh / G), unsigned(p.nq3));
+        launch(fa_split_kernel<T, NV, VEC, G>, grid, dim3(kSplitWarps * 32), fa_smem<kSplitWarps, G>(p), st, p, part);
+    } else {
+        SI_ASSERT_MSG(false, "heads_per_block picked more heads than the registers allow");
+    }
+}
+
+template <int T, int NV, bool VEC> void launch_split_v(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
+    switch (part.heads) {
+        case 8:  launch_split_g<T, NV, VEC, 8>(p, part, st); break;
+        case 4:  launch_split_g<T, NV, VEC, 4>(p, part, st); break;
+        case 2:  launch_split_g<T, NV, VEC, 2>(p, part, st); break;
+        default: launch_split_g<T, NV, VEC, 1>(p, part, st); break;
     }
 }
 
 template <int T, int NV> void launch_split_nv(const FaArgs & p, const SplitOut & part, bool vec, cudaStream_t st) {
-    const dim3 grid(unsigned(p.nq * part.n_split), unsigned(p.nh), unsigned(p.nq3));
-    const size_t smem = fa_smem<kSplitWarps>(p);
-    if (vec) {
-        launch(fa_split_kernel<T, NV, true>, dim3(grid), dim3(kSplitWarps * 32), smem, st, p, part);
+    if constexpr (T == GGML_TYPE_F16) {
+        if (vec) {
+            launch_split_v<T, NV, true>(p, part, st);
+        } else {
+            launch_split_v<T, NV, false>(p, part, st);
+        }
     } else {
-        launch(fa_split_kernel<T, NV, false>, dim3(grid), dim3(kSplitWarps * 32), smem, st, p, part);
+        launch_split_v<T, NV, false>(p, part, st);  // vector V loads are F16's
     }
     SI_CUDA_LAUNCH_CHECK();
     launch(fa_combine, dim3(unsigned(p.nq), unsigned(p.nh), unsigned(p.nq3)), dim3(128), 0, st, p, part);
+}
+
+// NV: V elements per lane for DV.
+template <typename F> auto with_nv(int64_t DV, F && f) {
+    if (DV <= 64) return f(std::integral_constant<int, 2>{});
+    if (DV <= 128) return f(std::integral_constant<int, 4>{});
+    if (DV <= 256) return f(std::integral_constant<int, 8>{});
+    return f(std::integral_constant<int, 16>{});
 }
 
 template <int T> void launch_split(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
@@ -349,27 +490,23 @@ template <int T> void launch_split(const FaArgs & p, const SplitOut & part, cuda
         return T == GGML_TYPE_F16 && p.DV == 32 * nv && p.v_nb1 % (2 * nv) == 0 && p.v_nb2 % (2 * nv) == 0 &&
                p.v_nb3 % (2 * nv) == 0 && reinterpret_cast<uintptr_t>(p.v) % (2 * nv) == 0;
     };
-    if (p.DV <= 64) {
-        launch_split_nv<T, 2>(p, part, vec_for(2), st);
-    } else if (p.DV <= 128) {
-        launch_split_nv<T, 4>(p, part, vec_for(4), st);
-    } else if (p.DV <= 256) {
-        launch_split_nv<T, 8>(p, part, vec_for(8), st);
-    } else {
-        launch_split_nv<T, 16>(p, part, vec_for(16), st);
-    }
+    with_nv(p.DV, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        launch_split_nv<T, NV>(p, part, vec_for(NV), st);
+    });
 }
 
 // How many key ranges a decode-sized problem is split into: enough blocks to
-// give every SM about two, with at least one 32-key tile per warp; 1 (no
-// split) when the query rows alone fill the GPU or the keys are few.
-int split_count(const FaArgs & p, int n_sm) {
-    const int64_t rows = p.nq * p.nh * p.nq3;
+// give every SM about four (the loads of K and V rows are what a block waits
+// on), with at least one 32-key tile per warp; 1 (no split) when the query
+// rows alone fill the GPU or the keys are few. `heads`: query heads per block.
+int split_count(const FaArgs & p, int n_sm, int heads) {
+    const int64_t blocks = p.nq * (p.nh / heads) * p.nq3;
     const int64_t tiles_per_block = kSplitWarps, tiles = (p.nkv + 31) / 32;
-    const int64_t want = (2 * int64_t(n_sm) + rows - 1) / rows;
+    const int64_t want = (4 * int64_t(n_sm) + blocks - 1) / blocks;
     const int64_t most = (tiles + tiles_per_block - 1) / tiles_per_block;
     const int64_t n = want < most ? want : most;
-    if (rows >= 2 * int64_t(n_sm) || n < 2 || p.nq * n > limits::kGridX) return 1;
+    if (p.nq * p.nh * p.nq3 >= 2 * int64_t(n_sm) || n < 2 || p.nq * n > limits::kGridX) return 1;
     return int(n < kMaxSplit ? n : kMaxSplit);
 }
 
@@ -378,13 +515,14 @@ int split_count(const FaArgs & p, int n_sm) {
 // otherwise 8 warps per block.
 template <int T> void launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, int n_sm) {
     cudaStream_t st = stream.begin_launch();
-    const int n_split = split_count(p, n_sm);
+    const int heads = with_nv(p.DV, [&](auto nv) { return heads_per_block<decltype(nv)::value>(p); });
+    const int n_split = split_count(p, n_sm, heads);
     if (n_split > 1) {
         const int64_t slots = p.nq * p.nh * p.nq3 * n_split;
         const size_t bytes = size_t(slots) * size_t(2 + p.DV) * sizeof(float);
         if (auto * base = static_cast<float *>(stream.scratch(bytes))) {
             const int64_t tiles = (p.nkv + 31) / 32, tiles_per_split = (tiles + n_split - 1) / n_split;
-            const SplitOut part{base, base + slots, base + 2 * slots, n_split, tiles_per_split * 32};
+            const SplitOut part{base, base + slots, base + 2 * slots, n_split, tiles_per_split * 32, heads};
             launch_split<T>(p, part, st);
             return;
         }

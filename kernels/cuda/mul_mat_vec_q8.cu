@@ -289,26 +289,31 @@ bool rows_multiple_of(const Q8Group & g, int64_t rw) {
     return true;
 }
 
-// Rows per warp: 4 for one column, 2 for two (the activation loads they
-// share), 1 otherwise, where every member's row count allows it.
+// Rows per warp for NC columns: the activation loads of a lane (per column)
+// are shared by that many rows, at the cost of NC x RW accumulators.
+template <int NC> constexpr int kRowsPerWarp = NC == 1 ? 4 : NC == 2 ? 2 : 1;
+
+// RW rows per warp where every member's row count allows it, else one.
+template <int T, int NC> void launch_q8_nc(const Q8Group & g, cudaStream_t st) {
+    constexpr int RW = kRowsPerWarp<NC>;
+    if (RW > 1 && rows_multiple_of(g, RW)) {
+        launch_q8_rw<T, NC, RW>(g, st);
+    } else {
+        launch_q8_rw<T, NC, 1>(g, st);
+    }
+}
+
+// Columns: the smallest kernel width that holds them.
 template <int T> void launch_q8_t(const Q8Group & g, cudaStream_t st) {
     const int64_t N = g.m[0].N;
     if (N <= 1) {
-        if (rows_multiple_of(g, 4)) {
-            launch_q8_rw<T, 1, 4>(g, st);
-        } else {
-            launch_q8_rw<T, 1, 1>(g, st);
-        }
+        launch_q8_nc<T, 1>(g, st);
     } else if (N <= 2) {
-        if (rows_multiple_of(g, 2)) {
-            launch_q8_rw<T, 2, 2>(g, st);
-        } else {
-            launch_q8_rw<T, 2, 1>(g, st);
-        }
+        launch_q8_nc<T, 2>(g, st);
     } else if (N <= 4) {
-        launch_q8_rw<T, 4, 1>(g, st);
+        launch_q8_nc<T, 4>(g, st);
     } else {
-        launch_q8_rw<T, 8, 1>(g, st);
+        launch_q8_nc<T, 8>(g, st);
     }
 }
 
