@@ -216,13 +216,12 @@ __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, i
             }
         }
         float w[G];
-        bool live = false;
+        bool nz = false;  // this lane's key has a weight for some head
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             const float tmax = warp_max(sc[g]);
             w[g] = 0.0f;
             if (tmax == -INFINITY) continue;  // this head's tile is masked (uniform over the warp)
-            live = true;
             if (tmax > m[g]) {
                 const float f = m[g] == -INFINITY ? 0.0f : expf(m[g] - tmax);
                 m[g] = tmax;
@@ -232,8 +231,12 @@ __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, i
             }
             w[g] = sc[g] == -INFINITY ? 0.0f : expf(sc[g] - m[g]);
             s[g] += w[g];
+            nz |= w[g] != 0.0f;
         }
-        if (!live) continue;  // the whole tile is masked for every head
+        // Keys of weight 0 for every head are neither loaded nor added
+        // (masked cache rows may hold anything).
+        const unsigned keys = __ballot_sync(0xffffffffu, nz);
+        if (keys == 0) continue;  // the whole tile is masked for every head
         if constexpr (G > 1) {
             __syncwarp();
 #pragma unroll
@@ -241,40 +244,23 @@ __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, i
             __syncwarp();
         }
         // V rows of the tile, kVRows at a time: their loads are issued
-        // together, then added in key order. Keys of weight 0 for every head
-        // are neither loaded nor added (masked cache rows may hold anything).
-        const int nc = int(ke - c0 < 32 ? ke - c0 : 32);
-        constexpr int kVRows = G > 1 ? 4 : v_rows<NV>();
-        for (int j0 = 0; j0 < nc; j0 += kVRows) {
-            float wj[G][kVRows], vv[kVRows][NV];
-            if constexpr (G > 1) {
+        // together, then added in key order with the weights of each head
+        // (shared memory: a broadcast read per row and head).
+        constexpr int kVRows = v_rows<NV>();
+        for (int j0 = 0; j0 < 32 && (keys >> j0) != 0; j0 += kVRows) {
+            float vv[kVRows][NV];
 #pragma unroll
-                for (int g = 0; g < G; ++g) {
-                    const float4 q4 = *reinterpret_cast<const float4 *>(w_s + g * 32 + j0);
-                    wj[g][0] = q4.x; wj[g][1] = q4.y; wj[g][2] = q4.z; wj[g][3] = q4.w;
-                }
-            } else {
-#pragma unroll
-                for (int u = 0; u < kVRows; ++u) wj[0][u] = __shfl_sync(0xffffffffu, w[0], (j0 + u) & 31);
+            for (int u = 0; u < kVRows; ++u) {
+                load_v<T, NV, VEC>(vbase + (c0 + j0 + u) * p.v_nb1, lane, p.DV, (keys >> (j0 + u)) & 1u, vv[u]);
             }
 #pragma unroll
             for (int u = 0; u < kVRows; ++u) {
-                bool use = j0 + u < nc;
-                bool nz = false;
-#pragma unroll
-                for (int g = 0; g < G; ++g) nz |= wj[g][u] != 0.0f;
-                use = use && nz;
-#pragma unroll
-                for (int g = 0; g < G; ++g) wj[g][u] = use ? wj[g][u] : 0.0f;
-                load_v<T, NV, VEC>(vbase + (c0 + j0 + u) * p.v_nb1, lane, p.DV, use, vv[u]);
-            }
-#pragma unroll
-            for (int u = 0; u < kVRows; ++u) {
+                if (((keys >> (j0 + u)) & 1u) == 0) continue;
 #pragma unroll
                 for (int g = 0; g < G; ++g) {
-                    if (wj[g][u] == 0.0f) continue;
+                    const float wg = G > 1 ? w_s[g * 32 + j0 + u] : __shfl_sync(0xffffffffu, w[0], j0 + u);
 #pragma unroll
-                    for (int i = 0; i < NV; ++i) o[g][i] = fmaf(wj[g][u], vv[u][i], o[g][i]);
+                    for (int i = 0; i < NV; ++i) o[g][i] = fmaf(wg, vv[u][i], o[g][i]);
                 }
             }
         }
@@ -382,29 +368,53 @@ __global__ void __launch_bounds__(kSplitWarps * 32) fa_split_kernel(FaArgs p, Sp
 }
 
 // One block per (query row, head, batch): the splits' partials rescaled to
-// their common maximum (the sink included) and normalised.
-__global__ void fa_combine(FaArgs p, SplitOut part) {
+// their common maximum (the sink included) and normalised. The first warp
+// finds the maximum and each split's factor (two splits per lane), then every
+// thread sums its output elements over the splits with independent loads.
+static_assert(kMaxSplit <= 64, "fa_combine's first warp takes two splits per lane");
+__global__ void __launch_bounds__(128) fa_combine(FaArgs p, SplitOut part) {
     pdl_wait();  // Note [dependent launch]
     pdl_trigger();
+    __shared__ float f_s[kMaxSplit];
+    __shared__ float inv_s;
     const int64_t iq = blockIdx.x, h = blockIdx.y, i3 = blockIdx.z;
     const int64_t row = ((i3 * p.nh + h) * p.nq + iq) * part.n_split;
-    const float sink = p.sinks != nullptr ? p.sinks[h] : -INFINITY;
-    float mx = sink;
-    for (int j = 0; j < part.n_split; ++j) mx = fmaxf(mx, part.m[row + j]);
-    float total = p.sinks != nullptr ? expf(sink - mx) : 0.0f;
-    for (int j = 0; j < part.n_split; ++j) {
-        const float mj = part.m[row + j];
-        total += mj == -INFINITY ? 0.0f : part.s[row + j] * expf(mj - mx);
+    const int n = part.n_split;
+    if (threadIdx.x < 32) {
+        const int lane = int(threadIdx.x);
+        const float sink = p.sinks != nullptr ? p.sinks[h] : -INFINITY;
+        float mj[2], mx = sink;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const int j = lane + 32 * k;
+            mj[k] = j < n ? part.m[row + j] : -INFINITY;
+            mx = fmaxf(mx, mj[k]);
+        }
+        mx = warp_max(mx);
+        float total = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const int j = lane + 32 * k;
+            const float f = mj[k] == -INFINITY ? 0.0f : expf(mj[k] - mx);
+            if (j < n) {
+                f_s[j] = f;
+                total += part.s[row + j] * f;
+            }
+        }
+        total = warp_sum(total);
+        if (lane == 0) {
+            total += p.sinks != nullptr ? expf(sink - mx) : 0.0f;
+            inv_s = total == 0.0f ? 0.0f : 1.0f / total;
+        }
     }
-    const float inv = total == 0.0f ? 0.0f : 1.0f / total;
+    __syncthreads();
     float * out = reinterpret_cast<float *>(p.d + h * p.d_nb1 + iq * p.d_nb2 + i3 * p.d_nb3);
+    const float * po = part.o + row * p.DV;
     for (int64_t d = threadIdx.x; d < p.DV; d += blockDim.x) {
         float acc = 0.0f;
-        for (int j = 0; j < part.n_split; ++j) {
-            const float mj = part.m[row + j];
-            if (mj != -INFINITY) acc += part.o[(row + j) * p.DV + d] * expf(mj - mx);
-        }
-        out[d] = acc * inv;
+#pragma unroll 8
+        for (int j = 0; j < n; ++j) acc = fmaf(po[j * p.DV + d], f_s[j], acc);
+        out[d] = acc * inv_s;
     }
 }
 
@@ -424,7 +434,7 @@ template <int T, int W> void launch_tw(const FaArgs & p, cudaStream_t st) {
 
 // Query heads per split block (GQA): each lane keeps G x NV output elements,
 // so G is bounded by the registers that takes.
-constexpr int kMaxHeads = 8;
+constexpr int kMaxHeads = 4;  // 8 measured slower: registers for 2 blocks per SM
 constexpr int max_heads(int nv) { return 32 / nv < kMaxHeads ? 32 / nv : kMaxHeads; }
 constexpr size_t kSplitSmemMax = 48 * 1024;  // without the opt-in to more dynamic shared memory
 
