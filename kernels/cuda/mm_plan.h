@@ -3,9 +3,10 @@
 // a number of src1 columns (mul_mat.cu asks it, and nothing else decides):
 //
 //   weights            columns       kernel
-//   Q4_0..Q8_0         1             integer mat-vec (mul_mat_vec_q8.cu)
+//   Q4_0..Q5_1        1..2          integer mat-vec (mul_mat_vec_q8.cu)
+//   Q8_0               1..4          integer mat-vec (mul_mat_vec_q8.cu)
 //   Q4_K, Q5_K, Q6_K   1..2          integer mat-vec (mul_mat_vec_k.cu)
-//   Q4_0..Q6_K         2(3)..127     integer tensor-core product (mmq.cu),
+//   Q4_0..Q6_K         3(5)..127     integer tensor-core product (mmq.cu),
 //                                    8..64 columns per tile
 //                      128..         cuBLAS over weights decoded to F16
 //                                    (mul_mat_blas.cu) when it is loaded,
@@ -13,10 +14,9 @@
 //   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
 //                      9..           cuBLAS, else the tiled TF32 kernel
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
-// 32-element formats' mat-vec beats mmq only at one column (19 against 35 us
-// for Q4_0) and is 3 to 6 times slower from 2 to 8, the K formats' up to two
-// (vec_int below); mmq is level with ggml-cuda at 16 to 32 columns and half
-// its speed from 128, where the F16 GEMM is faster.
+// mat-vecs beat mmq up to the counts of vec_int below; mmq is level with
+// ggml-cuda at 8 to 32 columns and half its speed from 128, where the F16
+// GEMM is faster.
 //
 // Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8), weight rows per block
 // 64 * mw (mw = 1, 2). When the tiles alone would not fill the GPU twice over,
@@ -86,18 +86,22 @@ inline int mmq_chunk(ggml_type t) {
 // The integer mat-vec's weight types: the most src1 columns it takes
 // (mm::q8_applies adds the shape checks), and up to how many the table picks
 // it over mmq, measured on the H200 (4096 x 14336, `standin matmul`,
-// results/h200): the 32-element formats (mul_mat_vec_q8.cu) take 8 and win at
-// one column only (Q4_0 19 against 35 us; at 2, 41 against 37); the K formats
-// (mul_mat_vec_k.cu) take 4 and win at two (Q4_K 30 against 42 us, Q6_K 44
-// against 64), not at three or four (Q4_K 48 against 42). {0, 0}: none.
+// results/h200/summary-28.txt): the 32-element formats (mul_mat_vec_q8.cu)
+// take 8 and win up to two columns (Q4_0 27.8 against 33.0 us, Q5_0 32.5
+// against 42.6; at three 39.2 against 33.6), Q8_0 up to four (35.1 against
+// 40.9; at five 49.9 against 41.1); the K formats (mul_mat_vec_k.cu) take 4
+// and win at two (Q4_K 30 against 42 us, Q6_K 44 against 64), not at three
+// or four (Q4_K 48 against 42). {0, 0}: none.
 struct VecInt {
     int max_n;
     int pick_n;
 };
 inline VecInt vec_int(ggml_type t) {
     switch (t) {
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
-            return {8, 1};
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+            return {8, 2};
+        case GGML_TYPE_Q8_0:
+            return {8, 4};
         case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
             return {4, 2};
         default:
