@@ -6,6 +6,7 @@
 #include "diag/config.h"
 #include "kernels/op_rows.h"
 #include "kernels/cuda/limits.h"
+#include "kernels/cuda/weight_types.h"
 #include "runtime/host/host_device.h"
 #ifdef STANDIN_WITH_CUDA
 #include "runtime/cuda/cuda_device.h"
@@ -427,14 +428,7 @@ template <typename Fn, typename S> Status run_entry(const DeviceImpl<Fn> & impl,
 const std::vector<OpRow> & op_rows() { return rows_storage(); }
 
 bool cuda_weight_type(ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_F32:  case GGML_TYPE_F16:  case GGML_TYPE_BF16:
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-            return true;
-        default:
-            return false;
-    }
+    return cuda::with_weight_type(t, [](auto) {});  // Note [CUDA weight types]
 }
 
 const OpRow * find_row(const ggml_tensor * node) {

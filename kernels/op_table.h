@@ -36,11 +36,10 @@ const std::vector<OpRow> & op_rows();
 // The row for this node's op (and sub-op), or nullptr.
 const OpRow * find_row(const ggml_tensor * node);
 
-// The weight types the CUDA kernels decode and multiply (kernels/cuda:
-// dequant.cuh, mmq_formats.cuh, mul_mat*.cu), which its MUL_MAT, MUL_MAT_ID,
-// GET_ROWS and block-to-float copies are limited to: floats and Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. The host device takes every type of
-// quants.h's list (SI_QUANT_BLOCK_TYPES).
+// The weight types the CUDA kernels decode and multiply, which its MUL_MAT,
+// MUL_MAT_ID, GET_ROWS and block-to-float copies are limited to: the list of
+// kernels/cuda/weight_types.h (Note [CUDA weight types]). The host device
+// takes every type of quants.h's list (SI_QUANT_BLOCK_TYPES).
 bool cuda_weight_type(ggml_type t);
 
 // Whether a device of this kind can compute the node (the honest supports_op).

@@ -445,12 +445,30 @@ constexpr size_t kSplitSmemMax = 48 * 1024;  // without the opt-in to more dynam
 template <int NV> int heads_per_block(const FaArgs & p) {
     for (int g = max_heads(NV); g > 1; g /= 2) {
         if (p.rk2 % g == 0 && p.rv2 % g == 0 && (p.mask == nullptr || p.m_ne2 == 1 || p.m_ne2 % g == 0)) {
-            const size_t smem = g == 8 ? fa_smem<kSplitWarps, 8>(p) : g == 4 ? fa_smem<kSplitWarps, 4>(p)
-                                                                             : fa_smem<kSplitWarps, 2>(p);
+            static_assert(kMaxHeads <= 4, "the shared memory sizes below cover 2 and 4 heads");
+            const size_t smem = g == 4 ? fa_smem<kSplitWarps, 4>(p) : fa_smem<kSplitWarps, 2>(p);
             if (smem <= kSplitSmemMax) return g;
         }
     }
     return 1;
+}
+
+// NV: V elements per lane for DV.
+template <typename F> auto with_nv(int64_t DV, F && f) {
+    if (DV <= 64) return f(std::integral_constant<int, 2>{});
+    if (DV <= 128) return f(std::integral_constant<int, 4>{});
+    if (DV <= 256) return f(std::integral_constant<int, 8>{});
+    return f(std::integral_constant<int, 16>{});
+}
+
+// Heads per split block for K/V of type T: grouped for F16 only, which keeps
+// the kernels compiled for F32 and BF16 caches to one per V width.
+template <int T> int heads_for(const FaArgs & p) {
+    if constexpr (T != GGML_TYPE_F16) {
+        return 1;
+    } else {
+        return with_nv(p.DV, [&](auto nv) { return heads_per_block<decltype(nv)::value>(p); });
+    }
 }
 
 template <int T, int NV, bool VEC, int G>
@@ -464,8 +482,11 @@ void launch_split_g(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
 }
 
 template <int T, int NV, bool VEC> void launch_split_v(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
+    if constexpr (T != GGML_TYPE_F16) {
+        launch_split_g<T, NV, VEC, 1>(p, part, st);  // grouped heads are F16's (heads_for), the cache type llama uses
+        return;
+    }
     switch (part.heads) {
-        case 8:  launch_split_g<T, NV, VEC, 8>(p, part, st); break;
         case 4:  launch_split_g<T, NV, VEC, 4>(p, part, st); break;
         case 2:  launch_split_g<T, NV, VEC, 2>(p, part, st); break;
         default: launch_split_g<T, NV, VEC, 1>(p, part, st); break;
@@ -486,13 +507,6 @@ template <int T, int NV> void launch_split_nv(const FaArgs & p, const SplitOut &
     launch(fa_combine, dim3(unsigned(p.nq), unsigned(p.nh), unsigned(p.nq3)), dim3(128), 0, st, p, part);
 }
 
-// NV: V elements per lane for DV.
-template <typename F> auto with_nv(int64_t DV, F && f) {
-    if (DV <= 64) return f(std::integral_constant<int, 2>{});
-    if (DV <= 128) return f(std::integral_constant<int, 4>{});
-    if (DV <= 256) return f(std::integral_constant<int, 8>{});
-    return f(std::integral_constant<int, 16>{});
-}
 
 template <int T> void launch_split(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
     // Vector V loads: each lane's NV elements are one aligned piece of the row.
@@ -525,7 +539,7 @@ int split_count(const FaArgs & p, int n_sm, int heads) {
 // otherwise 8 warps per block.
 template <int T> void launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, int n_sm) {
     cudaStream_t st = stream.begin_launch();
-    const int heads = with_nv(p.DV, [&](auto nv) { return heads_per_block<decltype(nv)::value>(p); });
+    const int heads = heads_for<T>(p);
     const int n_split = split_count(p, n_sm, heads);
     if (n_split > 1) {
         const int64_t slots = p.nq * p.nh * p.nq3 * n_split;

@@ -32,6 +32,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mmq.cuh"
 #include "kernels/cuda/mmq_formats.cuh"
+#include "kernels/cuda/weight_types.h"
 
 namespace standin::kernels::cuda::mm {
 
@@ -348,17 +349,10 @@ template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cu
 } // namespace
 
 bool mmq_launch(ggml_type t, const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
-    switch (t) {
-        case GGML_TYPE_Q4_0: return launch_shape<GGML_TYPE_Q4_0>(c, p, st);
-        case GGML_TYPE_Q4_1: return launch_shape<GGML_TYPE_Q4_1>(c, p, st);
-        case GGML_TYPE_Q5_0: return launch_shape<GGML_TYPE_Q5_0>(c, p, st);
-        case GGML_TYPE_Q5_1: return launch_shape<GGML_TYPE_Q5_1>(c, p, st);
-        case GGML_TYPE_Q8_0: return launch_shape<GGML_TYPE_Q8_0>(c, p, st);
-        case GGML_TYPE_Q4_K: return launch_shape<GGML_TYPE_Q4_K>(c, p, st);
-        case GGML_TYPE_Q5_K: return launch_shape<GGML_TYPE_Q5_K>(c, p, st);
-        case GGML_TYPE_Q6_K: return launch_shape<GGML_TYPE_Q6_K>(c, p, st);
-        default:             return false;
-    }
+    // mmq has a format for every block type (mm_plan.h: mmq_chunk).
+    bool launched = false;
+    const bool known = with_block_type(t, [&](auto ty) { launched = launch_shape<decltype(ty)::value>(c, p, st); });
+    return known && launched;
 }
 
 } // namespace standin::kernels::cuda::mm

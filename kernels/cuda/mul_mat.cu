@@ -66,20 +66,7 @@ template <int T> void launch_tile_t(const Args & p, cudaStream_t st) {
 }
 
 bool launch_tile(ggml_type t, const Args & p, cudaStream_t st) {
-    switch (t) {
-        case GGML_TYPE_F32:  launch_tile_t<GGML_TYPE_F32>(p, st); return true;
-        case GGML_TYPE_F16:  launch_tile_t<GGML_TYPE_F16>(p, st); return true;
-        case GGML_TYPE_BF16: launch_tile_t<GGML_TYPE_BF16>(p, st); return true;
-        case GGML_TYPE_Q4_0: launch_tile_t<GGML_TYPE_Q4_0>(p, st); return true;
-        case GGML_TYPE_Q4_1: launch_tile_t<GGML_TYPE_Q4_1>(p, st); return true;
-        case GGML_TYPE_Q5_0: launch_tile_t<GGML_TYPE_Q5_0>(p, st); return true;
-        case GGML_TYPE_Q5_1: launch_tile_t<GGML_TYPE_Q5_1>(p, st); return true;
-        case GGML_TYPE_Q8_0: launch_tile_t<GGML_TYPE_Q8_0>(p, st); return true;
-        case GGML_TYPE_Q4_K: launch_tile_t<GGML_TYPE_Q4_K>(p, st); return true;
-        case GGML_TYPE_Q5_K: launch_tile_t<GGML_TYPE_Q5_K>(p, st); return true;
-        case GGML_TYPE_Q6_K: launch_tile_t<GGML_TYPE_Q6_K>(p, st); return true;
-        default:             return false;
-    }
+    return with_weight_type(t, [&](auto ty) { launch_tile_t<decltype(ty)::value>(p, st); });
 }
 
 // --- src1 staging ------------------------------------------------------------------

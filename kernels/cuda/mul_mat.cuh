@@ -19,6 +19,7 @@
 #include "ggml.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mm_plan.h"
+#include "kernels/cuda/weight_types.h"
 #include "kernels/kernel.h"
 
 namespace standin::kernels::cuda::mm {

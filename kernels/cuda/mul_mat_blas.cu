@@ -70,17 +70,7 @@ template <int T> void dequant_rows(const char * a, int64_t a_nb1, __half * out, 
 
 bool dequant_launch(ggml_type t, const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows,
                     cudaStream_t st) {
-    switch (t) {
-        case GGML_TYPE_Q4_0: dequant_rows<GGML_TYPE_Q4_0>(a, a_nb1, out, K, rows, st); return true;
-        case GGML_TYPE_Q4_1: dequant_rows<GGML_TYPE_Q4_1>(a, a_nb1, out, K, rows, st); return true;
-        case GGML_TYPE_Q5_0: dequant_rows<GGML_TYPE_Q5_0>(a, a_nb1, out, K, rows, st); return true;
-        case GGML_TYPE_Q5_1: dequant_rows<GGML_TYPE_Q5_1>(a, a_nb1, out, K, rows, st); return true;
-        case GGML_TYPE_Q8_0: dequant_rows<GGML_TYPE_Q8_0>(a, a_nb1, out, K, rows, st); return true;
-        case GGML_TYPE_Q4_K: dequant_rows<GGML_TYPE_Q4_K>(a, a_nb1, out, K, rows, st); return true;
-        case GGML_TYPE_Q5_K: dequant_rows<GGML_TYPE_Q5_K>(a, a_nb1, out, K, rows, st); return true;
-        case GGML_TYPE_Q6_K: dequant_rows<GGML_TYPE_Q6_K>(a, a_nb1, out, K, rows, st); return true;
-        default:             return false;
-    }
+    return with_block_type(t, [&](auto ty) { dequant_rows<decltype(ty)::value>(a, a_nb1, out, K, rows, st); });
 }
 
 bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }

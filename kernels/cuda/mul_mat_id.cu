@@ -113,20 +113,7 @@ template <int T> void launch_tiles_t(const mm::IdArgs & p, const Route & r, int6
 }
 
 void launch_tiles(ggml_type t, const mm::IdArgs & p, const Route & r, int64_t max_tiles, cudaStream_t st) {
-    switch (t) {
-        case GGML_TYPE_F32:  launch_tiles_t<GGML_TYPE_F32>(p, r, max_tiles, st); break;
-        case GGML_TYPE_F16:  launch_tiles_t<GGML_TYPE_F16>(p, r, max_tiles, st); break;
-        case GGML_TYPE_BF16: launch_tiles_t<GGML_TYPE_BF16>(p, r, max_tiles, st); break;
-        case GGML_TYPE_Q4_0: launch_tiles_t<GGML_TYPE_Q4_0>(p, r, max_tiles, st); break;
-        case GGML_TYPE_Q4_1: launch_tiles_t<GGML_TYPE_Q4_1>(p, r, max_tiles, st); break;
-        case GGML_TYPE_Q5_0: launch_tiles_t<GGML_TYPE_Q5_0>(p, r, max_tiles, st); break;
-        case GGML_TYPE_Q5_1: launch_tiles_t<GGML_TYPE_Q5_1>(p, r, max_tiles, st); break;
-        case GGML_TYPE_Q8_0: launch_tiles_t<GGML_TYPE_Q8_0>(p, r, max_tiles, st); break;
-        case GGML_TYPE_Q4_K: launch_tiles_t<GGML_TYPE_Q4_K>(p, r, max_tiles, st); break;
-        case GGML_TYPE_Q5_K: launch_tiles_t<GGML_TYPE_Q5_K>(p, r, max_tiles, st); break;
-        case GGML_TYPE_Q6_K: launch_tiles_t<GGML_TYPE_Q6_K>(p, r, max_tiles, st); break;
-        default:             break;
-    }
+    with_weight_type(t, [&](auto ty) { launch_tiles_t<decltype(ty)::value>(p, r, max_tiles, st); });
 }
 
 // Groups the pairs by expert and runs the tiles (the batched path).

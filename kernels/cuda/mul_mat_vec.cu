@@ -235,20 +235,7 @@ template <int T> void launch_id_t(const IdArgs & p, cudaStream_t st) {
 
 // Calls F<type>() for the weight type, false when there is no kernel for it.
 template <typename F> bool dispatch_type(ggml_type t, F && f) {
-    switch (t) {
-        case GGML_TYPE_F32:  f.template operator()<GGML_TYPE_F32>(); return true;
-        case GGML_TYPE_F16:  f.template operator()<GGML_TYPE_F16>(); return true;
-        case GGML_TYPE_BF16: f.template operator()<GGML_TYPE_BF16>(); return true;
-        case GGML_TYPE_Q4_0: f.template operator()<GGML_TYPE_Q4_0>(); return true;
-        case GGML_TYPE_Q4_1: f.template operator()<GGML_TYPE_Q4_1>(); return true;
-        case GGML_TYPE_Q5_0: f.template operator()<GGML_TYPE_Q5_0>(); return true;
-        case GGML_TYPE_Q5_1: f.template operator()<GGML_TYPE_Q5_1>(); return true;
-        case GGML_TYPE_Q8_0: f.template operator()<GGML_TYPE_Q8_0>(); return true;
-        case GGML_TYPE_Q4_K: f.template operator()<GGML_TYPE_Q4_K>(); return true;
-        case GGML_TYPE_Q5_K: f.template operator()<GGML_TYPE_Q5_K>(); return true;
-        case GGML_TYPE_Q6_K: f.template operator()<GGML_TYPE_Q6_K>(); return true;
-        default:             return false;
-    }
+    return with_weight_type(t, [&](auto ty) { f.template operator()<decltype(ty)::value>(); });
 }
 
 struct VecLauncher {

@@ -176,11 +176,18 @@ void micro32(const QTile & t, int64_t r0, int64_t cl0) {
     int64_t ib = 0;
     for (; ib + 8 <= nb; ib += 8) {
         for (int r = 0; r < R; ++r) {
-            __m128i dh = _mm_setzero_si128(), mh = _mm_setzero_si128();
-#pragma GCC unroll 8
-            for (int b = 0; b < 8; ++b) {
-                dh = _mm_insert_epi16(dh, D::dh(x[r][ib + b]), b);
-                if constexpr (D::kMin) mh = _mm_insert_epi16(mh, D::mh(x[r][ib + b]), b);
+            // The 8 blocks' F16 scales (and minimums) as one vector; the lanes
+            // are named, not inserted in a loop, which needs unrolling to
+            // compile (insert takes a constant lane) and -O1 does not unroll.
+            const Block * xb = x[r] + ib;
+            const __m128i dh = _mm_setr_epi16(short(D::dh(xb[0])), short(D::dh(xb[1])), short(D::dh(xb[2])),
+                                              short(D::dh(xb[3])), short(D::dh(xb[4])), short(D::dh(xb[5])),
+                                              short(D::dh(xb[6])), short(D::dh(xb[7])));
+            __m128i mh = _mm_setzero_si128();
+            if constexpr (D::kMin) {
+                mh = _mm_setr_epi16(short(D::mh(xb[0])), short(D::mh(xb[1])), short(D::mh(xb[2])),
+                                    short(D::mh(xb[3])), short(D::mh(xb[4])), short(D::mh(xb[5])),
+                                    short(D::mh(xb[6])), short(D::mh(xb[7])));
             }
             const __m256 dx = _mm256_cvtph_ps(dh);
             for (int c = 0; c < C; ++c) {
