@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "diag/check.h"
 #include "diag/log.h"
 #include "interpose/audit.h"
 #include "interpose/router.h"
@@ -36,10 +37,13 @@ using comm_init_t       = void * (*)(ggml_backend_t *, size_t);
 using comm_free_t       = void (*)(void *);
 using comm_allreduce_t  = bool (*)(void *, ggml_tensor **);
 
-OuterReg * g_reg = nullptr;
+// The registry these procs belong to: the one outer registry (objects.cpp
+// keeps it; proc_address checks that it is the one asked).
+OuterReg & the_reg() { return outer_reg(current_registry()); }
 
 template <typename F> F real(const char * name) {
-    return reinterpret_cast<F>(g_reg->inner->iface.get_proc_address(g_reg->inner, name));
+    OuterReg & r = the_reg();
+    return reinterpret_cast<F>(r.inner->iface.get_proc_address(r.inner, name));
 }
 
 // Opaque real handles (thread pools, communicators) get a standin handle.
@@ -97,9 +101,10 @@ ggml_backend_feature * t_features(ggml_backend_reg_t) {
             storage.push_back(v);
         };
         add("STANDIN", "1");
-        add("MODE", g_reg->lib.mode);
-        add("REAL", g_reg->lib.path);
-        for (ggml_backend_feature * f = fn ? fn(g_reg->inner) : nullptr; f != nullptr && f->name != nullptr; ++f) {
+        OuterReg & r = the_reg();
+        add("MODE", r.lib.mode);
+        add("REAL", r.lib.path);
+        for (ggml_backend_feature * f = fn ? fn(r.inner) : nullptr; f != nullptr && f->name != nullptr; ++f) {
             add(f->name, f->value != nullptr ? f->value : "");
         }
         for (size_t i = 0; i + 1 < storage.size(); i += 2) {
@@ -185,7 +190,7 @@ void * proc_address(OuterReg & reg, const char * name) {
     if (name == nullptr) {
         return nullptr;
     }
-    g_reg = &reg;
+    SI_ASSERT_MSG(current_registry() == &reg.reg, "procs asked of a registry other than the outer one");
     if (std::strcmp(name, "ggml_backend_standin_audit") == 0) {
         return reinterpret_cast<void *>(&t_audit);
     }
