@@ -3,7 +3,7 @@
 // a number of src1 columns (mul_mat.cu asks it, and nothing else decides):
 //
 //   weights            columns       kernel
-//   Q4_0..Q5_1        1..2          integer mat-vec (mul_mat_vec_q8.cu)
+//   Q4_0..Q5_1         1..2          integer mat-vec (mul_mat_vec_q8.cu)
 //   Q8_0               1..4          integer mat-vec (mul_mat_vec_q8.cu)
 //   Q4_K, Q5_K, Q6_K   1..2          integer mat-vec (mul_mat_vec_k.cu)
 //   Q4_0..Q6_K         3(5)..127     integer tensor-core product (mmq.cu),
