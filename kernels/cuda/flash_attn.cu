@@ -418,18 +418,20 @@ __global__ void __launch_bounds__(128) fa_combine(FaArgs p, SplitOut part) {
     }
 }
 
+// NV: V elements per lane for DV.
+template <typename F> auto with_nv(int64_t DV, F && f) {
+    if (DV <= 64) return f(std::integral_constant<int, 2>{});
+    if (DV <= 128) return f(std::integral_constant<int, 4>{});
+    if (DV <= 256) return f(std::integral_constant<int, 8>{});
+    return f(std::integral_constant<int, 16>{});
+}
+
 template <int T, int W> void launch_tw(const FaArgs & p, cudaStream_t st) {
     const dim3 grid(unsigned(p.nq < limits::kGridX ? p.nq : limits::kGridX), unsigned(p.nh), unsigned(p.nq3));
     const size_t smem = fa_smem<W, 1>(p);
-    if (p.DV <= 64) {
-        launch(fa_kernel<T, 2, W, 1>, dim3(grid), dim3(W * 32), smem, st, p);
-    } else if (p.DV <= 128) {
-        launch(fa_kernel<T, 4, W, 1>, dim3(grid), dim3(W * 32), smem, st, p);
-    } else if (p.DV <= 256) {
-        launch(fa_kernel<T, 8, W, 1>, dim3(grid), dim3(W * 32), smem, st, p);
-    } else {
-        launch(fa_kernel<T, 16, W, 1>, dim3(grid), dim3(W * 32), smem, st, p);
-    }
+    with_nv(p.DV, [&](auto nv) {
+        launch(fa_kernel<T, decltype(nv)::value, W, 1>, grid, dim3(W * 32), smem, st, p);
+    });
 }
 
 // Query heads per split block (GQA): each lane keeps G x NV output elements,
@@ -451,14 +453,6 @@ template <int NV> int heads_per_block(const FaArgs & p) {
         }
     }
     return 1;
-}
-
-// NV: V elements per lane for DV.
-template <typename F> auto with_nv(int64_t DV, F && f) {
-    if (DV <= 64) return f(std::integral_constant<int, 2>{});
-    if (DV <= 128) return f(std::integral_constant<int, 4>{});
-    if (DV <= 256) return f(std::integral_constant<int, 8>{});
-    return f(std::integral_constant<int, 16>{});
 }
 
 // Heads per split block for K/V of type T: grouped for F16 only, which keeps
@@ -506,7 +500,6 @@ template <int T, int NV> void launch_split_nv(const FaArgs & p, const SplitOut &
     SI_CUDA_LAUNCH_CHECK();
     launch(fa_combine, dim3(unsigned(p.nq), unsigned(p.nh), unsigned(p.nq3)), dim3(128), 0, st, p, part);
 }
-
 
 template <int T> void launch_split(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
     // Vector V loads: each lane's NV elements are one aligned piece of the row.
