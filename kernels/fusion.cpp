@@ -16,6 +16,7 @@
 
 #ifdef STANDIN_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda/cuda_device.h"
 #endif
 
 namespace standin::kernels {
@@ -154,7 +155,7 @@ int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes) {
 
 FusedRun run_fused(rt::Kind kind, rt::Stream & stream, ggml_cgraph * graph, int i) {
 #ifdef STANDIN_WITH_CUDA
-    if (kind == rt::Kind::cuda) return run_fused_cuda(cuda_stream(stream), graph, i);
+    if (kind == rt::Kind::cuda) return run_fused_cuda(rt::cuda::CudaStream::of(stream), graph, i);
 #endif
     (void) kind;
     (void) stream;

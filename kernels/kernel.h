@@ -31,7 +31,8 @@ struct Status {
 };
 
 // A kernel entry per device kind, taking that kind's stream: the op table
-// narrows the stream once (kernels::run_node), so no kernel casts one.
+// narrows the stream once (kernels::run_node, through HostStream::of and
+// CudaStream::of in runtime/), so no kernel casts one.
 using HostKernelFn = Status (*)(rt::host::HostStream & stream, ggml_tensor * node);
 using CudaKernelFn = Status (*)(rt::cuda::CudaStream & stream, ggml_tensor * node);
 using SupportFn    = bool (*)(const ggml_tensor * node);

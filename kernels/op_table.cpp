@@ -473,28 +473,16 @@ bool supports(rt::Kind kind, const ggml_tensor * node) {
     return false;
 }
 
-rt::host::HostStream & host_stream(rt::Stream & stream) {
-    SI_ASSERT_MSG(stream.kind() == rt::Kind::host, "a host kernel was given another kind's stream");
-    return static_cast<rt::host::HostStream &>(stream);
-}
-
-#ifdef STANDIN_WITH_CUDA
-rt::cuda::CudaStream & cuda_stream(rt::Stream & stream) {
-    SI_ASSERT_MSG(stream.kind() == rt::Kind::cuda, "a CUDA kernel was given another kind's stream");
-    return static_cast<rt::cuda::CudaStream &>(stream);
-}
-#endif
-
 Status run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node) {
     const OpRow * row = find_row(node);
     if (row == nullptr) {
         return Status::unsupported;
     }
     switch (kind) {
-        case rt::Kind::host: return run_entry(row->host, host_stream(stream), node);
+        case rt::Kind::host: return run_entry(row->host, rt::host::HostStream::of(stream), node);
         case rt::Kind::cuda:
 #ifdef STANDIN_WITH_CUDA
-            return run_entry(row->cuda, cuda_stream(stream), node);
+            return run_entry(row->cuda, rt::cuda::CudaStream::of(stream), node);
 #else
             return Status::unsupported;  // no CUDA kernels in this build
 #endif

@@ -53,11 +53,4 @@ bool is_view_op(ggml_op op);
 // `stream` must be a stream of a device of this kind.
 Status run_node(rt::Kind kind, rt::Stream & stream, ggml_tensor * node);
 
-// The stream as its kind's type, for callers of one kind's kernels (fusion):
-// the one place a stream is narrowed, checked against the stream's kind.
-rt::host::HostStream & host_stream(rt::Stream & stream);
-#ifdef STANDIN_WITH_CUDA
-rt::cuda::CudaStream & cuda_stream(rt::Stream & stream);
-#endif
-
 } // namespace standin::kernels

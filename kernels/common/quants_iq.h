@@ -89,67 +89,36 @@ static_assert(sizeof(BlockIQ1_M) == 56, "IQ1_M block is 56 bytes on disk");
 
 // --- the i-quant grids -------------------------------------------------------------
 // Entry i of a grid as a little-endian word of 8 (IQ1/IQ2) or 4 (IQ3) byte
-// values. CUDA device code reads its own copy of each table.
-#if defined(__CUDACC__)
-#define SI_GRID_TABLE(type, name, list)                 \
-    inline constexpr type name[] = {list};              \
-    static const __device__ type name##_device[] = {list};
+// values, read through its accessor (iq2xxs_grid(i), ...). CUDA device code
+// reads its own copy of each table: nvcc preprocesses the host and the device
+// pass apart, so SI_GRID_AT names the copy of the pass it expands in.
+#if defined(__CUDA_ARCH__)
 #define SI_GRID_AT(name, i) name##_device[i]
 #else
-#define SI_GRID_TABLE(type, name, list) inline constexpr type name[] = {list};
 #define SI_GRID_AT(name, i) name[i]
 #endif
-namespace grid {
-SI_GRID_TABLE(uint64_t, kIq2xxs, SI_IQ2XXS_GRID)
-SI_GRID_TABLE(uint64_t, kIq2xs, SI_IQ2XS_GRID)
-SI_GRID_TABLE(uint64_t, kIq2s, SI_IQ2S_GRID)
-SI_GRID_TABLE(uint32_t, kIq3xxs, SI_IQ3XXS_GRID)
-SI_GRID_TABLE(uint32_t, kIq3s, SI_IQ3S_GRID)
-SI_GRID_TABLE(uint64_t, kIq1s, SI_IQ1S_GRID)
-} // namespace grid
+#if defined(__CUDACC__)
+#define SI_GRID_COPIES(type, name, ...)            \
+    inline constexpr type name[] = {__VA_ARGS__}; \
+    static const __device__ type name##_device[] = {__VA_ARGS__};
+#else
+#define SI_GRID_COPIES(type, name, ...) inline constexpr type name[] = {__VA_ARGS__};
+#endif
+// The grid's entries come last: their list macro expands to many arguments.
+#define SI_GRID_TABLE(type, name, accessor, ...)  \
+    namespace grid {                              \
+    SI_GRID_COPIES(type, name, __VA_ARGS__)       \
+    }                                             \
+    SI_HD type accessor(int i) { return SI_GRID_AT(grid::name, i); }
 
-SI_HD uint64_t iq2xxs_grid(int i) {
-#if defined(__CUDA_ARCH__)
-    return SI_GRID_AT(grid::kIq2xxs, i);
-#else
-    return grid::kIq2xxs[i];
-#endif
-}
-SI_HD uint64_t iq2xs_grid(int i) {
-#if defined(__CUDA_ARCH__)
-    return SI_GRID_AT(grid::kIq2xs, i);
-#else
-    return grid::kIq2xs[i];
-#endif
-}
-SI_HD uint64_t iq2s_grid(int i) {
-#if defined(__CUDA_ARCH__)
-    return SI_GRID_AT(grid::kIq2s, i);
-#else
-    return grid::kIq2s[i];
-#endif
-}
-SI_HD uint32_t iq3xxs_grid(int i) {
-#if defined(__CUDA_ARCH__)
-    return SI_GRID_AT(grid::kIq3xxs, i);
-#else
-    return grid::kIq3xxs[i];
-#endif
-}
-SI_HD uint32_t iq3s_grid(int i) {
-#if defined(__CUDA_ARCH__)
-    return SI_GRID_AT(grid::kIq3s, i);
-#else
-    return grid::kIq3s[i];
-#endif
-}
-SI_HD uint64_t iq1s_grid(int i) {
-#if defined(__CUDA_ARCH__)
-    return SI_GRID_AT(grid::kIq1s, i);
-#else
-    return grid::kIq1s[i];
-#endif
-}
+SI_GRID_TABLE(uint64_t, kIq2xxs, iq2xxs_grid, SI_IQ2XXS_GRID)
+SI_GRID_TABLE(uint64_t, kIq2xs, iq2xs_grid, SI_IQ2XS_GRID)
+SI_GRID_TABLE(uint64_t, kIq2s, iq2s_grid, SI_IQ2S_GRID)
+SI_GRID_TABLE(uint32_t, kIq3xxs, iq3xxs_grid, SI_IQ3XXS_GRID)
+SI_GRID_TABLE(uint32_t, kIq3s, iq3s_grid, SI_IQ3S_GRID)
+SI_GRID_TABLE(uint64_t, kIq1s, iq1s_grid, SI_IQ1S_GRID)
+#undef SI_GRID_TABLE
+#undef SI_GRID_COPIES
 
 // A 7-bit sign index to 8 sign bits: the eighth makes the count of set bits even.
 SI_HD constexpr uint32_t signs_of_index(uint32_t i) {

@@ -35,6 +35,19 @@ inline Shape shape_of(const ggml_tensor * t) {
     return s;
 }
 
+// A kernel operand: its shape and its bytes (argument structs of kernels
+// with many sources hold one per source).
+struct Operand : Shape {
+    const char * d;
+};
+
+inline Operand operand_of(const ggml_tensor * t) {
+    Operand o;
+    static_cast<Shape &>(o) = shape_of(t);
+    o.d = static_cast<const char *>(t->data);
+    return o;
+}
+
 __device__ __forceinline__ float load_f(int type, const char * p) {
     switch (type) {
         case GGML_TYPE_F32: return *reinterpret_cast<const float *>(p);

@@ -125,8 +125,7 @@ template <Kind K> bool run_wkv(rt::cuda::CudaStream & stream, ggml_tensor * node
 }
 
 struct Gdn {
-    Shape q, k, v, g, beta;
-    const char *qd, *kd, *vd, *gd, *bd;
+    Operand q, k, v, g, beta;
     const float * state;
     float * attn;
     float * st_out;
@@ -154,9 +153,9 @@ __global__ void delta_net_kernel(Gdn p) {
     for (int64_t e = j; e < S * S; e += blockDim.x) M[e] = s_in[e];
     const int64_t snap = S * S * H * ns;
     for (int64_t t = 0; t < nt; ++t) {
-        kv[j] = row3(p.kd, p.k, hk, t, sk)[j];
-        qv[j] = row3(p.qd, p.q, hq, t, sq)[j];
-        const float * g = row3(p.gd, p.g, h, t, s);
+        kv[j] = row3(p.k.d, p.k, hk, t, sk)[j];
+        qv[j] = row3(p.q.d, p.q, hq, t, sq)[j];
+        const float * g = row3(p.g.d, p.g, h, t, s);
         if (kda) gv[j] = expf(g[j]);
         __syncthreads();
         float * mj = M + j * S;
@@ -168,8 +167,8 @@ __global__ void delta_net_kernel(Gdn p) {
         }
         float sum = 0.0f;
         for (int64_t i = 0; i < S; ++i) sum += mj[i] * kv[i];
-        const float b = *row3(p.bd, p.beta, h, t, s);
-        const float delta = (row3(p.vd, p.v, h, t, s)[j] - sum) * b;
+        const float b = *row3(p.beta.d, p.beta, h, t, s);
+        const float delta = (row3(p.v.d, p.v, h, t, s)[j] - sum) * b;
         float y = 0.0f;
         for (int64_t i = 0; i < S; ++i) {
             mj[i] += kv[i] * delta;
@@ -202,16 +201,8 @@ Status rwkv_wkv7(rt::cuda::CudaStream & stream, ggml_tensor * node) { return run
 Status gated_delta_net(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     Gdn p;
     const ggml_tensor * const * s = node->src;
-    p.q = shape_of(s[0]);
-    p.k = shape_of(s[1]);
-    p.v = shape_of(s[2]);
-    p.g = shape_of(s[3]);
-    p.beta = shape_of(s[4]);
-    p.qd = static_cast<const char *>(s[0]->data);
-    p.kd = static_cast<const char *>(s[1]->data);
-    p.vd = static_cast<const char *>(s[2]->data);
-    p.gd = static_cast<const char *>(s[3]->data);
-    p.bd = static_cast<const char *>(s[4]->data);
+    Operand * in[] = {&p.q, &p.k, &p.v, &p.g, &p.beta};
+    for (int i = 0; i < 5; ++i) *in[i] = operand_of(s[i]);
     p.state = static_cast<const float *>(s[5]->data);
     p.attn = static_cast<float *>(node->data);
     const int64_t S = p.v.ne[0], H = p.v.ne[1], nt = p.v.ne[2], ns = p.v.ne[3];

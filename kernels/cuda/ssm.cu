@@ -38,8 +38,7 @@ __global__ void ssm_conv_kernel(Shape d, Shape x, Shape w, char * dd, const char
 }
 
 struct ScanArgs {
-    Shape S, X, DT, A, B, C, ids;
-    const char *s, *x, *dt, *a, *b, *c, *id;
+    Operand S, X, DT, A, B, C, ids;
     float * y_base;
     float * s_base;
     int64_t K;
@@ -51,23 +50,23 @@ __global__ void ssm_scan_kernel(ScanArgs p) {
     const int64_t d = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
     const int64_t g = h / (nh / p.B.ne[1]);
     const bool scalar_a = p.A.ne[0] == 1;
-    const int32_t src_seq = *reinterpret_cast<const int32_t *>(p.id + s * p.ids.nb[0]);
+    const int32_t src_seq = *reinterpret_cast<const int32_t *>(p.ids.d + s * p.ids.nb[0]);
     if (src_seq < 0 || src_seq >= p.S.ne[3]) return;  // refused on the host before launch
     const int64_t state_elems = ds * hd;
     float * out_state = p.s_base + (s * nh + h) * state_elems + d * ds;
-    const float * in_state = at(p.s, p.S, d, h, src_seq);
+    const float * in_state = at(p.S.d, p.S, d, h, src_seq);
     float st[kStatesPerThread];
     for (int k = 0; k < kStatesPerThread; ++k) {
         const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
         st[k] = i < ds ? in_state[i] : 0.0f;
     }
-    const float * a = at(p.a, p.A, h);
+    const float * a = at(p.A.d, p.A, h);
     for (int64_t t = 0; t < nt; ++t) {
-        const float dts = act::softplus(at(p.dt, p.DT, t, s)[h]);
+        const float dts = act::softplus(at(p.DT.d, p.DT, t, s)[h]);
         const float dA = scalar_a ? expf(dts * a[0]) : 0.0f;
-        const float xdt = at(p.x, p.X, h, t, s)[d] * dts;
-        const float * b = at(p.b, p.B, g, t, s);
-        const float * c = at(p.c, p.C, g, t, s);
+        const float xdt = at(p.X.d, p.X, h, t, s)[d] * dts;
+        const float * b = at(p.B.d, p.B, g, t, s);
+        const float * c = at(p.C.d, p.C, g, t, s);
         float part = 0.0f;
         for (int k = 0; k < kStatesPerThread; ++k) {
             const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
@@ -109,20 +108,8 @@ Status ssm_conv(rt::cuda::CudaStream & stream, ggml_tensor * node) {
 Status ssm_scan(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     ScanArgs p;
     const ggml_tensor * const * s = node->src;
-    p.S = shape_of(s[0]);
-    p.X = shape_of(s[1]);
-    p.DT = shape_of(s[2]);
-    p.A = shape_of(s[3]);
-    p.B = shape_of(s[4]);
-    p.C = shape_of(s[5]);
-    p.ids = shape_of(s[6]);
-    p.s = static_cast<const char *>(s[0]->data);
-    p.x = static_cast<const char *>(s[1]->data);
-    p.dt = static_cast<const char *>(s[2]->data);
-    p.a = static_cast<const char *>(s[3]->data);
-    p.b = static_cast<const char *>(s[4]->data);
-    p.c = static_cast<const char *>(s[5]->data);
-    p.id = static_cast<const char *>(s[6]->data);
+    Operand * in[] = {&p.S, &p.X, &p.DT, &p.A, &p.B, &p.C, &p.ids};
+    for (int i = 0; i < 7; ++i) *in[i] = operand_of(s[i]);
     p.y_base = static_cast<float *>(node->data);
     p.s_base = p.y_base + ggml_nelements(s[1]);
     p.K = op_i32(node, 0);

@@ -41,6 +41,11 @@ void CudaEvent::synchronize() { SI_CUDA_CHECK(cudaEventSynchronize(event_)); }
 
 // ---- streams ------------------------------------------------------------------
 
+CudaStream & CudaStream::of(Stream & s) {
+    SI_ASSERT_MSG(s.kind() == Kind::cuda, "a CUDA kernel was given another kind's stream");
+    return static_cast<CudaStream &>(s);
+}
+
 CudaStream::CudaStream(int device) : device_(device) {
     SI_CUDA_CHECK(cudaSetDevice(device_));
     // A blocking stream: see cuda_device.h for why.

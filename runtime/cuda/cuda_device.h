@@ -49,6 +49,10 @@ public:
 
     Kind kind() const override { return Kind::cuda; }
 
+    // A stream known to be a CUDA stream, as one: the one place a stream is
+    // narrowed to this type, checked against its kind.
+    static CudaStream & of(Stream & s);
+
     void copy_to_device(void * dst, const void * src, size_t n) override;
     void copy_to_host(void * dst, const void * src, size_t n) override;
     void copy_on_device(void * dst, const void * src, size_t n) override;

@@ -8,9 +8,15 @@
 #include <fstream>
 #include <string>
 
+#include "diag/check.h"
 #include "diag/log.h"
 
 namespace standin::rt::host {
+
+HostStream & HostStream::of(Stream & s) {
+    SI_ASSERT_MSG(s.kind() == Kind::host, "a host kernel was given another kind's stream");
+    return static_cast<HostStream &>(s);
+}
 
 void HostStream::copy_to_device(void * dst, const void * src, size_t n) { std::memcpy(dst, src, n); }
 void HostStream::copy_to_host(void * dst, const void * src, size_t n) { std::memcpy(dst, src, n); }

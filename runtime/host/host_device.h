@@ -19,6 +19,11 @@ public:
 
     Kind kind() const override { return Kind::host; }
 
+    // A stream known to be a host stream, as one (kernels::run_node hands
+    // host kernels theirs through this): the one place a stream is narrowed
+    // to this type, checked against its kind.
+    static HostStream & of(Stream & s);
+
     void copy_to_device(void * dst, const void * src, size_t n) override;
     void copy_to_host(void * dst, const void * src, size_t n) override;
     void copy_on_device(void * dst, const void * src, size_t n) override;
