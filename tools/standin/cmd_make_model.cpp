@@ -107,11 +107,19 @@ int cmd_make_model(const MakeModelOptions & opt) {
     // Any other name is llama-quantize's (checked before the F16 file is written).
     const bool        native = model::weight_type_by_name(opt.type, w.wtype, w.file_type);
     const std::string tool   = opt.quantize_tool.empty() ? model::default_quantize_tool() : opt.quantize_tool;
+    // llama-quantize's type (a mix) or, for a ggml type it has no mix for,
+    // its Q8_0 mix with every layer matrix overridden to that type.
+    std::string               quant_type = opt.type;
+    model::LayerOverride      layers;
     if (!native) {
         if (const model::QuantizeResult c = model::check_quantize_type(tool, opt.type); !c.ok) {
-            std::fprintf(stderr, "standin make-model: --type '%s' (not f32, f16, q8_0 or q4_0, which the writer makes "
-                                 "itself): %s\n", opt.type.c_str(), c.error.c_str());
-            return 2;
+            if (!c.usage_error || !model::layer_type_override(opt.type, layers) ||
+                !model::check_quantize_type(tool, layers.base).ok) {
+                std::fprintf(stderr, "standin make-model: --type '%s' (not f32, f16, q8_0 or q4_0, which the writer "
+                                     "makes itself): %s\n", opt.type.c_str(), c.error.c_str());
+                return 2;
+            }
+            quant_type = layers.base;
         }
         model::weight_type_by_name("f16", w.wtype, w.file_type);
     }
@@ -147,7 +155,8 @@ int cmd_make_model(const MakeModelOptions & opt) {
                          tool.c_str());
         }
         const std::string log = opt.out + ".quantize.log";
-        const model::QuantizeResult q = model::quantize_file(tool, w.out_path, opt.out, opt.type, opt.threads, log);
+        const model::QuantizeResult q =
+            model::quantize_file(tool, w.out_path, opt.out, quant_type, opt.threads, log, layers.args);
         std::filesystem::remove(w.out_path, ec);
         if (!q.ok) {
             std::fprintf(stderr, "standin make-model: %s\n", q.error.c_str());

@@ -1,5 +1,6 @@
 #include "tools/standin/quantize_tool.h"
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -73,13 +74,31 @@ QuantizeResult check_quantize_type(const std::string & tool, const std::string &
     return r;
 }
 
+bool layer_type_override(const std::string & type, LayerOverride & out) {
+    for (int i = 0; i < GGML_TYPE_COUNT; ++i) {
+        const ggml_type t = ggml_type(i);
+        const char * name = ggml_type_name(t);
+        if (name == nullptr || !ggml_is_quantized(t) || ggml_blck_size(t) <= 1 || strcasecmp(name, type.c_str()) != 0) {
+            continue;
+        }
+        // Layer matrices only: norms are 1-D and stay F32 either way.
+        out.base = "Q8_0";
+        out.args = {"--tensor-type", std::string("blk\\.[0-9]+\\.(attn|ffn)_=") + name};
+        return true;
+    }
+    return false;
+}
+
 QuantizeResult quantize_file(const std::string & tool, const std::string & in, const std::string & out,
-                             const std::string & type, int threads, const std::string & log_path) {
+                             const std::string & type, int threads, const std::string & log_path,
+                             const std::vector<std::string> & options) {
     if (::access(tool.c_str(), X_OK) != 0) {
         return tool_missing(tool);
     }
     bench::ProcSpec spec;
-    spec.argv = {tool, in, out, type};
+    spec.argv = {tool};
+    spec.argv.insert(spec.argv.end(), options.begin(), options.end());
+    spec.argv.insert(spec.argv.end(), {in, out, type});
     if (threads > 0) {
         spec.argv.push_back(std::to_string(threads));
     }

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ggml.h"
 
@@ -25,9 +26,21 @@ struct QuantizeResult {
 // the name before it opens its input, so this costs no model).
 QuantizeResult check_quantize_type(const std::string & tool, const std::string & type);
 
-// Runs `tool in out type [threads]`; its log goes to log_path.
+// A block type of ggml that llama-quantize has no whole-model mix for
+// (mxfp4, nvfp4, q1_0, ...: its MXFP4 mix quantizes only MoE experts): the
+// model is quantized with `base` (Q8_0: embeddings and output) and every
+// layer matrix overridden to the type. False when `type` names no quantized
+// ggml type.
+struct LayerOverride {
+    std::string              base;
+    std::vector<std::string> args;  // llama-quantize options before its positional arguments
+};
+bool layer_type_override(const std::string & type, LayerOverride & out);
+
+// Runs `tool [options] in out type [threads]`; its log goes to log_path.
 QuantizeResult quantize_file(const std::string & tool, const std::string & in, const std::string & out,
-                             const std::string & type, int threads, const std::string & log_path);
+                             const std::string & type, int threads, const std::string & log_path,
+                             const std::vector<std::string> & options = {});
 
 // The number of tensors of each type in a GGUF file, read with ggml's GGUF
 // reader; empty when the file cannot be read.

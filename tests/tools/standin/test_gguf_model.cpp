@@ -310,3 +310,38 @@ TEST(QuantizeTool, Q4KMModelHasTheMixOfTypes) {
     EXPECT_EQ(counts[GGML_TYPE_F32], norms) << describe_type_counts(counts);
     EXPECT_EQ(counts[GGML_TYPE_F16], 0) << describe_type_counts(counts);
 }
+
+// A ggml type llama-quantize has no whole-model mix for (MXFP4: its mix
+// quantizes MoE experts only): the Q8_0 mix with every layer matrix
+// overridden, so the layers are all MXFP4 and only the embeddings and output
+// are Q8_0.
+TEST(QuantizeTool, Mxfp4LayersThroughTheOverride) {
+    LayerOverride none;
+    EXPECT_FALSE(layer_type_override("q9_z", none));
+    EXPECT_FALSE(layer_type_override("f16", none));
+    const std::string tool = default_quantize_tool();
+    if (::access(tool.c_str(), X_OK) != 0) {
+        GTEST_SKIP() << "no llama-quantize at " << tool;
+    }
+    LayerOverride lo;
+    ASSERT_TRUE(layer_type_override("MXFP4", lo));
+    WriteOptions o;
+    o.shape = small_shape(false);
+    ASSERT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
+    o.vocab_path = write_vocab();
+    o.out_path   = scratch("o-f16.gguf").string();
+    o.threads    = 1;
+    ASSERT_TRUE(write_model(o).ok);
+    const std::string out = scratch("o-mxfp4.gguf").string();
+    const QuantizeResult q = quantize_file(tool, o.out_path, out, lo.base, 1, scratch("o.log").string(), lo.args);
+    ASSERT_TRUE(q.ok) << q.error;
+    int layer_mats = 0, other_mats = 0;
+    for (const auto & t : plan_tensors(o.shape, kVocab, o.wtype)) {
+        if (t.type == GGML_TYPE_F32) continue;
+        (t.name.rfind("blk.", 0) == 0 ? layer_mats : other_mats) += 1;
+    }
+    std::map<ggml_type, int> counts = tensor_type_counts(out);
+    EXPECT_EQ(counts[GGML_TYPE_MXFP4], layer_mats) << describe_type_counts(counts);
+    EXPECT_EQ(counts[GGML_TYPE_Q8_0], other_mats) << describe_type_counts(counts);
+    EXPECT_EQ(counts[GGML_TYPE_F16], 0) << describe_type_counts(counts);
+}
