@@ -88,6 +88,11 @@ FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i) {
         r.status = cuda::rms_norm_mul(stream, node, next);
         return r;
     }
+    if (node->op == GGML_OP_ROPE && cuda::rope_set_rows_ok(node, next)) {
+        r.covered = j - i + 1;
+        r.status = cuda::rope_set_rows(stream, node, next);
+        return r;
+    }
     if (node->op == GGML_OP_GLU && cuda::glu_mul_mat_ok(node, next)) {
         const int k = next_work(g, j);
         ggml_tensor * add = k >= 0 ? ggml_graph_node(g, k) : nullptr;

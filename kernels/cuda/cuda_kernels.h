@@ -85,6 +85,11 @@ Status mul_mat_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes,
 // (the product is still written, so other readers of it are served).
 bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add);
 Status mul_mat_add(rt::cuda::CudaStream & stream, ggml_tensor * mm, const ggml_tensor * add);
+// ROPE fused with the SET_ROWS that stores its rotated rows (through a 2-D
+// view of the whole result) into an F32/F16 KV cache: one launch writes the
+// rope's result and the cache rows (rope_set_rows_ok: the pair qualifies).
+bool rope_set_rows_ok(const ggml_tensor * rope, const ggml_tensor * set_rows);
+Status rope_set_rows(rt::cuda::CudaStream & stream, ggml_tensor * rope, ggml_tensor * set_rows);
 // RMS_NORM followed by MUL of its result with a broadcast F32 weight; both
 // results are written (rms_norm_mul_ok says whether the pair qualifies)
 bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul);

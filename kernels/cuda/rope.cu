@@ -19,7 +19,13 @@
 // (a closed form pos * theta_scale^k would drift by many ulps for long
 // contexts).
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o ROPE (ROPE_BACK)
+// Fused with the SET_ROWS that stores the rotated rows into a KV cache
+// (fusion.cpp, rope_set_rows_ok): each value is also written, converted to
+// the cache's type, at its cache row, so the cache write costs no launch of
+// its own. The rope's own result is still written, for any other reader.
+//
+// Test: test-backend-ops -b STANDIN_CUDA0 -o ROPE (ROPE_BACK), and
+// ROPE_SET_ROWS (the fused pair)
 #include "kernels/common/rope.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -39,6 +45,34 @@ struct RopeArgs {
     float sin_sign;
     bool  copy_rest;  // dst is not src: channels outside the window are copied
 };
+
+// The cache rows of a fused SET_ROWS: row i2 of the rotated tensor (all its
+// heads, ne0 * ne1 values) goes to cache row idx[i2]; none when d is null.
+struct CacheOut {
+    char *       d = nullptr;
+    int64_t      row_nb = 0;   // bytes between cache rows
+    int64_t      rows = 0;     // cache rows (an index outside is skipped, as SET_ROWS does)
+    int          type = 0;     // F32 or F16
+    const char * idx = nullptr;
+    int64_t      idx_nb = 0;
+    bool         idx64 = true;
+};
+
+// Where element i0 of head i1 at position i2 goes in the cache; null: nowhere.
+__device__ __forceinline__ char * cache_at(const CacheOut & co, int64_t i0, int64_t i1, int64_t i2, int64_t ne0) {
+    if (co.d == nullptr) return nullptr;
+    const char * p = co.idx + i2 * co.idx_nb;
+    const int64_t row = co.idx64 ? *reinterpret_cast<const int64_t *>(p) : int64_t(*reinterpret_cast<const int32_t *>(p));
+    if (row < 0 || row >= co.rows) return nullptr;
+    return co.d + row * co.row_nb + (i1 * ne0 + i0) * (co.type == GGML_TYPE_F32 ? 4 : 2);
+}
+
+// Stores v at y, and into the cache when there is one.
+__device__ __forceinline__ void store_both(const Shape & d, char * y, const CacheOut & co, int64_t i0, int64_t i1,
+                                           int64_t i2, float v) {
+    store_f(d.type, y + i0 * d.nb[0], v);
+    if (char * c = cache_at(co, i0, i1, i2, d.ne[0])) store_f(co.type, c, v);
+}
 
 // cache[2k], cache[2k+1] = cos, sin of pair k (k < n_dims/2).
 __device__ void fill_cache(const RopeArgs & ra, const int32_t * pos, int64_t i2, int64_t ne2, const float * ff,
@@ -62,7 +96,7 @@ __device__ void fill_cache(const RopeArgs & ra, const int32_t * pos, int64_t i2,
 }
 
 __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const int32_t * pos, const float * ff,
-                            RopeArgs ra) {
+                            RopeArgs ra, CacheOut co) {
     pdl_wait();  // Note [dependent launch]
     pdl_trigger();
     extern __shared__ float cache[];
@@ -86,25 +120,23 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
                 const float c = cache[2 * k], s = cache[2 * k + 1];
                 const float x0 = load_f(a.type, x + ic * a.nb[0]);
                 const float x1 = load_f(a.type, x + (ic + off) * a.nb[0]);
-                store_f(d.type, y + ic * d.nb[0], x0 * c - x1 * s);
-                store_f(d.type, y + (ic + off) * d.nb[0], x0 * s + x1 * c);
+                store_both(d, y, co, ic, i1, i2, x0 * c - x1 * s);
+                store_both(d, y, co, ic + off, i1, i2, x0 * s + x1 * c);
             }
-            if (ra.copy_rest) {
+            if (ra.copy_rest || co.d != nullptr) {  // in place, the cache still needs the rest
                 const int64_t rest = ne0 - rp.n_dims;
                 for (int64_t t = h0 * rest + threadIdx.x; t < h1 * rest; t += blockDim.x) {
                     const int64_t i1 = t / rest, j = t % rest;
                     const int64_t i0 = j < rp.n_offs ? j : j + rp.n_dims;
-                    store_f(d.type, row_at(dd, d, i1, i2, i3) + i0 * d.nb[0],
-                            load_f(a.type, row_at(ad, a, i1, i2, i3) + i0 * a.nb[0]));
+                    store_both(d, row_at(dd, d, i1, i2, i3), co, i0, i1, i2,
+                               load_f(a.type, row_at(ad, a, i1, i2, i3) + i0 * a.nb[0]));
                 }
             }
         }
     }
 }
 
-} // namespace
-
-Status rope(rt::cuda::CudaStream & stream, ggml_tensor * node) {
+Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const CacheOut & co) {
     const ggml_tensor * src = node->src[0];
     if ((node->type != GGML_TYPE_F32 && node->type != GGML_TYPE_F16) || src->type != node->type) {
         return false;  // the support predicate (op_table.cpp) refuses these
@@ -137,9 +169,43 @@ Status rope(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     if (int64_t(smem) > limits::kRopeCacheBytes) return false;  // the CUDA predicate refuses these
     launch(rope_kernel, dim3(grid), dim3(kBlock), smem, stream_of(stream), shape_of(node), shape_of(src), static_cast<char *>(node->data), static_cast<const char *>(src->data),
         static_cast<const int32_t *>(node->src[1]->data),
-        node->src[2] != nullptr ? static_cast<const float *>(node->src[2]->data) : nullptr, ra);
+        node->src[2] != nullptr ? static_cast<const float *>(node->src[2]->data) : nullptr, ra, co);
     SI_CUDA_LAUNCH_CHECK();
     return true;
+}
+
+} // namespace
+
+Status rope(rt::cuda::CudaStream & stream, ggml_tensor * node) { return rope_launch(stream, node, CacheOut{}); }
+
+bool rope_set_rows_ok(const ggml_tensor * rope, const ggml_tensor * set_rows) {
+    if (rope->op != GGML_OP_ROPE || set_rows->op != GGML_OP_SET_ROWS || rope->ne[3] != 1 ||
+        !ggml_is_contiguous(rope)) {
+        return false;
+    }
+    const ggml_tensor * v = set_rows->src[0];
+    const ggml_tensor * idx = set_rows->src[1];
+    // The whole rotated tensor, one row per position, as the cache's rows.
+    const bool whole_view = v != nullptr && v->view_src == rope && v->view_offs == 0 && ggml_is_contiguous(v) &&
+                            v->ne[0] == rope->ne[0] * rope->ne[1] && v->ne[1] == rope->ne[2] && v->ne[2] == 1 &&
+                            v->ne[3] == 1;
+    return whole_view && idx != nullptr && (idx->type == GGML_TYPE_I64 || idx->type == GGML_TYPE_I32) &&
+           idx->ne[0] == v->ne[1] && (set_rows->type == GGML_TYPE_F32 || set_rows->type == GGML_TYPE_F16) &&
+           set_rows->ne[0] == v->ne[0] && set_rows->nb[0] == ggml_type_size(set_rows->type) &&
+           set_rows->ne[2] == 1 && set_rows->ne[3] == 1;
+}
+
+Status rope_set_rows(rt::cuda::CudaStream & stream, ggml_tensor * rope, ggml_tensor * set_rows) {
+    const ggml_tensor * idx = set_rows->src[1];
+    CacheOut co;
+    co.d = static_cast<char *>(set_rows->data);
+    co.row_nb = int64_t(set_rows->nb[1]);
+    co.rows = set_rows->ne[1];
+    co.type = set_rows->type;
+    co.idx = static_cast<const char *>(idx->data);
+    co.idx_nb = int64_t(idx->nb[0]);
+    co.idx64 = idx->type == GGML_TYPE_I64;
+    return rope_launch(stream, rope, co);
 }
 
 } // namespace standin::kernels::cuda
