@@ -467,18 +467,25 @@ SI_HD void decode_run(const BlockTQ1_0 & b, int r, int8_t * q, float & sc, float
 #include "kernels/common/quants_iq.h"
 namespace standin::quant {
 
-// A whole block to floats through its integer form: one product per element,
-// then the minimum, as ggml's reference computes them.
+// One value of the integer form: one product, then the minimum, as ggml's
+// reference computes them (the single statement of it: dequant and the CUDA
+// decoders go through it).
+template <class B> SI_HD float int_form_value(float sc, int q, float mn) {
+    return B::kMin ? sc * float(q) - mn : sc * float(q);
+}
+
+// Run r (16 elements) of a block to floats.
+template <class B> SI_HD void run_to_f32(const B & b, int r, float * y) {
+    int8_t q[16];
+    float  sc = 0.0f, mn = 0.0f;
+    decode_run(b, r, q, sc, mn);
+    for (int l = 0; l < 16; ++l) y[l] = int_form_value<B>(sc, q[l], mn);
+}
+
+// A whole block to floats through its integer form.
 template <class B>
 SI_HD void dequant_int_form(const B & b, float * y) {
-    for (int r = 0; r < B::kElems / 16; ++r) {
-        int8_t q[16];
-        float  sc = 0.0f, mn = 0.0f;
-        decode_run(b, r, q, sc, mn);
-        for (int l = 0; l < 16; ++l) {
-            y[16 * r + l] = B::kMin ? sc * float(q[l]) - mn : sc * float(q[l]);
-        }
-    }
+    for (int r = 0; r < B::kElems / 16; ++r) run_to_f32(b, r, y + 16 * r);
 }
 
 SI_HD void dequant(const BlockQ2_K & b, float * y) { dequant_int_form(b, y); }

@@ -215,7 +215,10 @@ SI_HD void decode_run(const BlockIQ1_M & b, int r, int8_t * q, float & sc, float
         const int hn = b.qh[2 * ib + l / 2] >> (4 * (l % 2));  // this group's nibble
         iq1_bytes8(iq1s_grid(b.qs[4 * ib + l] | ((hn & 7) << 8)), (hn & 8) != 0, q + 8 * h);
     }
-    sc = half(dh) * float(2 * ((sw[ib / 2] >> (6 * (ib % 2) + 3 * (r % 2))) & 7) + 1) * 0.125f;
+    // This run's scale word read from its bytes, not sw[ib / 2]: an array
+    // indexed at run time would sit in local memory on the GPU.
+    const int sword = b.scales[2 * (ib / 2)] | (b.scales[2 * (ib / 2) + 1] << 8);
+    sc = half(dh) * float(2 * ((sword >> (6 * (ib % 2) + 3 * (r % 2))) & 7) + 1) * 0.125f;
 }
 
 } // namespace standin::quant
