@@ -38,8 +38,9 @@ const OpRow * find_row(const ggml_tensor * node);
 
 // The weight types the CUDA kernels decode and multiply, which its MUL_MAT,
 // MUL_MAT_ID, GET_ROWS and block-to-float copies are limited to: the list of
-// kernels/cuda/weight_types.h (Note [CUDA weight types]). The host device
-// takes every type of quants.h's list (SI_QUANT_BLOCK_TYPES).
+// kernels/cuda/weight_types.h (Note [CUDA weight types]; its integer-form
+// types are claimed only while unproven kernels are, kIntFormTypesProven).
+// The host device takes every type of quants.h's list (SI_QUANT_BLOCK_TYPES).
 bool cuda_weight_type(ggml_type t);
 
 // Whether a device of this kind can compute the node (the honest supports_op).

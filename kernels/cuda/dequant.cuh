@@ -9,6 +9,10 @@
 //                        the block. The parts of a block tile it exactly, and
 //                        neighbouring lanes taking neighbouring parts read
 //                        neighbouring bytes (mat-vec, one warp per weight row).
+//   Integer-form formats (Note [integer form], quants.h): quants.h's own
+//   decode_run / run_to_f32 (runs of 16), on the device as on the host; elem()
+//   takes one element of its run, run_words() packs a run for dp4a (the
+//   integer mat-vec, mul_mat_vec_run.cu) and run_dot() takes its dot product.
 // Every value is computed with the float operations, in the order, of
 // quants.h's dequant() for the same block (nvcc may fuse a multiply-add where
 // the host does not; the difference is within one rounding).
@@ -19,8 +23,10 @@
 // element of random blocks of every type, and that the parts of a block cover
 // each element exactly once: bit-identical).
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o GET_ROWS (every decodable type),
-// and MUL_MAT (parts, in the mat-vec path).
+// Test: tests/kernels/mmq_formats_check.cu on the host (parts, elem() and
+// run_dot() of every integer-form type against quants.h); test-backend-ops -b
+// STANDIN_CUDA0 -o GET_ROWS (every decodable type), and MUL_MAT (parts, in the
+// mat-vec path).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +47,93 @@ __host__ __device__ __forceinline__ uint32_t u32_at(const uint8_t * p) {
 
 __host__ __device__ __forceinline__ int nib(const uint8_t * qs, int j) {  // element j of a 32-block of nibbles
     return j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4);
+}
+
+// --- integer-form formats ----------------------------------------------------------
+
+// The block struct of an integer-form type T (IntForm<T>::kIs false for the others).
+template <int T> struct IntForm { static constexpr bool kIs = false; };
+#define SI_X(type, Block, group)              \
+    template <> struct IntForm<type> {        \
+        static constexpr bool kIs = true;     \
+        using B = Block;                      \
+    };
+SI_QUANT_INT_FORM_TYPES(SI_X)
+#undef SI_X
+template <int T> constexpr bool kIntForm = IntForm<T>::kIs;
+
+// Alignment the blocks of an integer-form type need (1 for the byte-only
+// MXFP4 and NVFP4, 2 for the others), 0 for any other type.
+__host__ __device__ inline int int_form_align(int type) {
+    switch (type) {
+#define SI_X(t, Block, group) case t: return int(alignof(Block));
+        SI_QUANT_INT_FORM_TYPES(SI_X)
+#undef SI_X
+        default: return 0;
+    }
+}
+
+// Element i of a row of an integer-form type: its run decoded, one value taken.
+__host__ __device__ inline float int_form_elem(int type, const char * row, int64_t i) {
+    switch (type) {
+#define SI_X(t, Block, group)                                                               \
+        case t: {                                                                           \
+            const Block & b = reinterpret_cast<const Block *>(row)[i / Block::kElems];      \
+            const int e = int(i % Block::kElems);                                          \
+            int8_t q[16];                                                                   \
+            float sc = 0.0f, mn = 0.0f;                                                     \
+            decode_run(b, e / 16, q, sc, mn);                                               \
+            return int_form_value<Block>(sc, q[e % 16], mn);                                \
+        }
+        SI_QUANT_INT_FORM_TYPES(SI_X)
+#undef SI_X
+        default: return 0.0f;
+    }
+}
+
+// Run r of a block in integer form packed for dp4a: codes 4i..4i+3 in word
+// i (little-endian bytes), the scale and the minimum (0 without kMin).
+struct RunWords {
+    int   w[4];
+    float sc, mn;
+};
+template <class B> __host__ __device__ __forceinline__ RunWords run_words(const uint8_t * blk, int r) {
+    int8_t q[16];
+    RunWords o;
+    o.sc = 0.0f;
+    o.mn = 0.0f;
+    decode_run(*reinterpret_cast<const B *>(blk), r, q, o.sc, o.mn);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        o.w[i] = int(uint32_t(uint8_t(q[4 * i])) | (uint32_t(uint8_t(q[4 * i + 1])) << 8) |
+                     (uint32_t(uint8_t(q[4 * i + 2])) << 16) | (uint32_t(uint8_t(q[4 * i + 3])) << 24));
+    }
+    return o;
+}
+
+// Four int8 products summed into c (dp4a; the host program checking these
+// decoders computes the same sum).
+__host__ __device__ __forceinline__ int dp4a_hd(int a, int b, int c) {
+#if defined(__CUDA_ARCH__)
+    return __dp4a(a, b, c);
+#else
+    for (int i = 0; i < 4; ++i) c += int(int8_t(uint8_t(uint32_t(a) >> (8 * i)))) * int(int8_t(uint8_t(uint32_t(b) >> (8 * i))));
+    return c;
+#endif
+}
+
+// A run's share of a dot product with 16 activation codes a (4 words) of
+// scale da: sc * da * sum(q * a), less mn * da * sum(a) for formats with a
+// minimum (Q2_K). The codes' products are exact in int32.
+template <class B> __host__ __device__ __forceinline__ float run_dot(const RunWords & w, const int (&a)[4], float da) {
+    const int s = dp4a_hd(w.w[0], a[0], dp4a_hd(w.w[1], a[1], dp4a_hd(w.w[2], a[2], dp4a_hd(w.w[3], a[3], 0))));
+    float r = w.sc * (da * float(s));
+    if constexpr (B::kMin) {
+        constexpr int kOnes = 0x01010101;
+        const int sa = dp4a_hd(kOnes, a[0], dp4a_hd(kOnes, a[1], dp4a_hd(kOnes, a[2], dp4a_hd(kOnes, a[3], 0))));
+        r -= w.mn * (da * float(sa));
+    }
+    return r;
 }
 
 // Element i of a row of `type` (F32/F16/BF16 or any block type of quants.h).
@@ -101,7 +194,7 @@ __host__ __device__ __forceinline__ float elem(int type, const char * row, int64
             return half(b.d) * float(b.scales[8 * h + l / 16 + 2 * quarter]) * float(q);
         }
         default:
-            return 0.0f;
+            return int_form_elem(type, row, i);  // 0 for a type quants.h does not decode
     }
 }
 

@@ -13,6 +13,11 @@
 //                                    else mmq.cu
 //   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
 //                      9..           cuBLAS, else the tiled TF32 kernel
+//   integer-form       1..8          integer mat-vec over decode_run's runs
+//   (Q2_K, Q3_K, IQ*,                (mul_mat_vec_run.cu)
+//   MXFP4, NVFP4,      9..           cuBLAS over weights decoded to F16,
+//   Q1_0, Q2_0)                      else the tiled TF32 kernel (no mmq
+//                                    format; weight_types.h lists them)
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
 // mat-vecs beat mmq up to the counts of vec_int below; mmq is level with
 // ggml-cuda at 8 to 32 columns and half its speed from 128, where the F16
@@ -32,6 +37,7 @@
 #include <cstdint>
 
 #include "ggml.h"
+#include "kernels/cuda/weight_types.h"
 
 namespace standin::kernels::cuda::plan {
 
@@ -91,7 +97,9 @@ inline int mmq_chunk(ggml_type t) {
 // against 42.6; at three 39.2 against 33.6), Q8_0 up to four (35.1 against
 // 40.9; at five 49.9 against 41.1); the K formats (mul_mat_vec_k.cu) take 4
 // and win at two (Q4_K 30 against 42 us, Q6_K 44 against 64), not at three
-// or four (Q4_K 48 against 42). {0, 0}: none.
+// or four (Q4_K 48 against 42). The integer-form formats
+// (mul_mat_vec_run.cu) take 8, with no mmq to weigh against (not yet
+// measured: 8 as ggml-cuda's mat-vec). {0, 0}: none.
 struct VecInt {
     int max_n;
     int pick_n;
@@ -105,7 +113,7 @@ inline VecInt vec_int(ggml_type t) {
         case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
             return {4, 2};
         default:
-            return {0, 0};
+            return is_int_form_weight(t) ? VecInt{8, 8} : VecInt{0, 0};
     }
 }
 inline int vec_int_max_n(ggml_type t) { return vec_int(t).max_n; }
@@ -142,6 +150,13 @@ inline Choice choose(const Problem & p) {
     Choice c;
     if (is_float(p.type)) {
         c.path = p.N <= kVecMaxN ? Path::vec_float : p.blas_ok ? Path::blas : Path::tile;
+        return c;
+    }
+    if (is_int_form_weight(p.type)) {
+        // The mat-vec wherever it takes the product (q8_applies: 2-byte aligned
+        // rows); beyond, or for rows it cannot read, the F16 decode and cuBLAS,
+        // else the tiled kernel (both decode whole runs).
+        c.path = p.vec_int_ok ? Path::vec_int : p.N > kVecMaxN && p.blas_ok ? Path::blas : Path::tile;
         return c;
     }
     const bool mmq = mmq_can(p) && p.mmq_mode != 1;

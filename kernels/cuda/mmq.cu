@@ -349,9 +349,9 @@ template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cu
 } // namespace
 
 bool mmq_launch(ggml_type t, const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
-    // mmq has a format for every block type (mm_plan.h: mmq_chunk).
+    // mmq has a format for every Part type (mm_plan.h: mmq_chunk).
     bool launched = false;
-    const bool known = with_block_type(t, [&](auto ty) { launched = launch_shape<decltype(ty)::value>(c, p, st); });
+    const bool known = with_part_type(t, [&](auto ty) { launched = launch_shape<decltype(ty)::value>(c, p, st); });
     return known && launched;
 }
 

@@ -1,13 +1,13 @@
 // MUL_MAT on the CUDA device, as kernels/host/mul_mat.cpp:
 //   dst[m, n, i2, i3] = sum_k src0[k, m, i2 / r2, i3 / r3] * src1[k, n, i2, i3]
-// with r2 = ne12 / ne02, r3 = ne13 / ne03. src0: F32, F16, BF16, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K with rows dense in dim 0; src1: any float
+// with r2 = ne12 / ne02, r3 = ne13 / ne03. src0: the types of weight_types.h
+// (Note [CUDA weight types]) with rows dense in dim 0; src1: any float
 // type and strides (staged to dense f32 columns when needed, mul_mat.cuh);
 // dst: F32, dim 0 dense.
 //
 // The kernel comes from the table of mm_plan.h (Note [product plan]): the
-// integer mat-vec (mul_mat_vec_q8.cu) or the integer tensor-core product
-// (mmq.cu) for block-quantized weights, the warp-per-row mat-vec
+// integer mat-vec (mul_mat_vec_q8.cu, _k.cu, _run.cu) or the integer
+// tensor-core product (mmq.cu) for block-quantized weights, the warp-per-row mat-vec
 // (mul_mat_vec.cu) for float weights and few columns, cuBLAS (mul_mat_blas.cu)
 // for float weights and many, and where cuBLAS is absent or refuses, the
 // tiled tensor-core product of mul_mat_tile.cuh (64 x 64 dst tiles, TF32
@@ -141,7 +141,7 @@ void release(Staged & s, cudaStream_t st) {
 }
 
 QuantizedY reserve_y(rt::cuda::CudaStream & stream, int64_t K, int64_t cols, cudaStream_t st) {
-    // q_bytes is a multiple of 256 (K % 256 == 0 on every integer path), so ds is 16-byte aligned.
+    // q_bytes is a multiple of 32 (K % 32 == 0 on every integer path), so ds is 16-byte aligned.
     const size_t q_bytes = size_t(K * cols), bytes = q_bytes + size_t(cols * (K / 32)) * sizeof(float2);
     QuantizedY y;
     void * mem = stream.scratch(bytes);
@@ -264,7 +264,7 @@ Status mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     p.y_nb3 = y.nb3;
     p.a_vec = p.K % 8 == 0 && aligned_to(a, 16);
 
-    if (p.N <= plan::kVecMaxN) {
+    if (c.path == plan::Path::vec_float) {  // else the tiled kernel: any count, any weight type
         mm::launch_vec(a->type, p, st);
     } else {
         mm::launch_tile(a->type, p, st);

@@ -226,9 +226,13 @@ __device__ __forceinline__ const uint8_t * weight_row(const Q8Args & p, int64_t 
 }
 // The K formats' mat-vec (mul_mat_vec_k.cu): up to 4 columns, src1 in 256-groups.
 void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st);
+// The integer-form formats' mat-vec (mul_mat_vec_run.cu): up to 8 columns,
+// src1 in the type's activation groups (32 or 256).
+void launch_qr(ggml_type t, const Q8Group & g, cudaStream_t st);
 
 // Whether the integer mat-vec takes this product (plan::vec_int_max_n columns
-// at most, K % 256 == 0, the rows aligned as its loads need); whether two src1
+// at most, K % 256 == 0 (integer-form formats: K % 32), the rows aligned as
+// its loads need); whether two src1
 // are the same tensor (or the same memory, type and shape).
 bool q8_applies(const ggml_tensor * a, const ggml_tensor * b);
 bool same_src1(const ggml_tensor * x, const ggml_tensor * y);

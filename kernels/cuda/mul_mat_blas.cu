@@ -5,7 +5,7 @@
 //   F32 weights: used in place with TF32 tensor cores, as the tiled kernel.
 //   Block-quantized 2-D weights: decoded to F16 in chunks of rows (at most
 //     kChunkBytes of scratch at a time) with the same Part decoder as the
-//     mat-vec path, then an F16 GEMM against src1 rounded to ggml-cpu's
+//     mat-vec path (integer-form formats: quants.h's run_to_f32), then an F16 GEMM against src1 rounded to ggml-cpu's
 //     activation blocks (act_round.cuh), then to F16.
 // Batches (dims 2, 3) become strided-batched GEMMs; broadcast weights (r2 > 1)
 // are one GEMM over r2 neighbouring src1 matrices when they are contiguous.
@@ -68,9 +68,33 @@ template <int T> void dequant_rows(const char * a, int64_t a_nb1, __half * out, 
     dequant_f16_kernel<T><<<grid_for(n, kBlock), kBlock, 0, st>>>(a, a_nb1, out, K, rows);
 }
 
+// Integer-form formats: one thread per run of 16 (quants.h's run_to_f32).
+template <int T>
+__global__ void dequant_run_f16_kernel(const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows) {
+    using B = typename dq::IntForm<T>::B;
+    constexpr int kRuns = B::kElems / 16;
+    const int64_t runs_per_row = K / 16, n = rows * runs_per_row;
+    for (int64_t u = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; u < n; u += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = u / runs_per_row, q = u % runs_per_row;
+        float v[16];
+        quant::run_to_f32(reinterpret_cast<const B *>(a + r * a_nb1)[q / kRuns], int(q % kRuns), v);
+        __half2 * o = reinterpret_cast<__half2 *>(out + r * K + 16 * q);
+#pragma unroll
+        for (int l = 0; l < 8; ++l) o[l] = __floats2half2_rn(v[2 * l], v[2 * l + 1]);
+    }
+}
+
 bool dequant_launch(ggml_type t, const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows,
                     cudaStream_t st) {
-    return with_block_type(t, [&](auto ty) { dequant_rows<decltype(ty)::value>(a, a_nb1, out, K, rows, st); });
+    return with_block_type(t, [&](auto ty) {
+        constexpr int T = decltype(ty)::value;
+        if constexpr (dq::kIntForm<T>) {
+            const int64_t n = rows * (K / 16);
+            dequant_run_f16_kernel<T><<<grid_for(n, kBlock), kBlock, 0, st>>>(a, a_nb1, out, K, rows);
+        } else {
+            dequant_rows<T>(a, a_nb1, out, K, rows, st);
+        }
+    });
 }
 
 bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }

@@ -2,7 +2,8 @@
 // MUL_MAT_ID (mul_mat_id.cu) kernels: a block of 4 warps computes a 64 x 64
 // tile of dst, walking K in steps of 32. Each step dequantizes (or converts) a
 // 64 x 32 tile of weights (kernels/cuda/dequant.cuh, elem()) and a 32 x 64
-// tile of src1 into shared memory as TF32 and multiplies them on the tensor
+// tile of src1 into shared memory as TF32 (integer-form weights: a run of 16
+// per thread, quants.h's run_to_f32) and multiplies them on the tensor
 // cores (WMMA m16n16k8, f32 accumulation); each warp owns a 32 x 32 quarter.
 // TF32 keeps f32's range (no overflow for large activations, unlike F16) and
 // represents F16 and BF16 weights, and src1 rounded to them, exactly; the
@@ -56,16 +57,35 @@ __device__ __forceinline__ void tile_product(TileSmem & sm, const char * a, int6
         for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
     for (int64_t k0 = 0; k0 < K; k0 += kBK) {
-        // Thread t loads elements t, t + 128, ...: 32 consecutive threads
-        // cover one row's 32 k values (coalesced; one block per row for the
-        // 32-element formats).
-#pragma unroll 4
-        for (int e = tid; e < kBM * kBK; e += kTileThreads) {
-            const int r = e / kBK, kk = e % kBK;
+        if constexpr (dq::kIntForm<T>) {
+            // Integer-form weights: thread t decodes run t % 2 of the step's
+            // 32 values of row t / 2 (K is a multiple of 32).
+            using B = typename dq::IntForm<T>::B;
+            static_assert(kBM * kBK / 16 == kTileThreads, "one run per thread");
+            const int r = tid / 2, kk = 16 * (tid % 2);
             const int64_t m = m0 + r, k = k0 + kk;
-            float v = 0.0f;
-            if (m < M && k < K) v = dq::elem(T, a + m * a_nb1, k);
-            As[r * kLdAB + kk] = wmma::__float_to_tf32(v);
+            float v[16];
+            if (m < M && k < K) {
+                const B & blk = reinterpret_cast<const B *>(a + m * a_nb1)[k / B::kElems];
+                quant::run_to_f32(blk, int(k % B::kElems) / 16, v);
+            } else {
+#pragma unroll
+                for (int l = 0; l < 16; ++l) v[l] = 0.0f;
+            }
+#pragma unroll
+            for (int l = 0; l < 16; ++l) As[r * kLdAB + kk + l] = wmma::__float_to_tf32(v[l]);
+        } else {
+            // Thread t loads elements t, t + 128, ...: 32 consecutive threads
+            // cover one row's 32 k values (coalesced; one block per row for the
+            // 32-element formats).
+#pragma unroll 4
+            for (int e = tid; e < kBM * kBK; e += kTileThreads) {
+                const int r = e / kBK, kk = e % kBK;
+                const int64_t m = m0 + r, k = k0 + kk;
+                float v = 0.0f;
+                if (m < M && k < K) v = dq::elem(T, a + m * a_nb1, k);
+                As[r * kLdAB + kk] = wmma::__float_to_tf32(v);
+            }
         }
 #pragma unroll 4
         for (int e = tid; e < kBN * kBK; e += kTileThreads) {

@@ -13,12 +13,14 @@
 // per lane, and a whole block per row for short matrices). src1 comes
 // as dense, 16-byte aligned f32 columns (mul_mat.cuh, stage_y), already
 // rounded to F16/BF16 under weights of those types. Also the MUL_MAT_ID
-// variant (one (slot, token) pair per grid row, its expert read from ids).
+// variant (one (slot, token) pair per grid row, its expert read from ids),
+// which also takes the integer-form formats (a run of 16 per lane and step).
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'n=[1-8],') and -o MUL_MAT_ID
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "diag/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/mul_mat.cuh"
@@ -93,6 +95,18 @@ __device__ __forceinline__ void row_dot(const char * arow, const float * const y
                     if (c < ncols) acc[c] = fmaf(w, yc[c][k], acc[c]);
                 }
             }
+        }
+    } else if constexpr (dq::kIntForm<T>) {
+        // Integer-form weights (MUL_MAT_ID's pairs): lane u decodes run u of
+        // the row (quants.h's run_to_f32) against 16 values of each column.
+        using B = typename dq::IntForm<T>::B;
+        constexpr int kRuns = B::kElems / 16;
+        const B * row = reinterpret_cast<const B *>(arow);
+        for (int64_t u = lane; u < K / 16; u += 32) {
+            float v[16];
+            quant::run_to_f32(row[u / kRuns], int(u % kRuns), v);
+            fma8<NC>(acc, v, yc, ncols, 16 * u, 16 * u + 4);
+            fma8<NC>(acc, v + 8, yc, ncols, 16 * u + 8, 16 * u + 12);
         }
     } else {
         using P = dq::Part<T>;
@@ -238,10 +252,18 @@ template <typename F> bool dispatch_type(ggml_type t, F && f) {
     return with_weight_type(t, [&](auto ty) { f.template operator()<decltype(ty)::value>(); });
 }
 
+// The integer-form formats have no kernel here for MUL_MAT (their plan has no
+// vec_float: mm_plan.h), only the MUL_MAT_ID one.
 struct VecLauncher {
     const Args & p;
     cudaStream_t st;
-    template <int T> void operator()() const { launch_t<T>(p, st); }
+    template <int T> void operator()() const {
+        if constexpr (dq::kIntForm<T>) {
+            SI_ASSERT_MSG(false, "the product plan chose the float mat-vec for an integer-form weight type");
+        } else {
+            launch_t<T>(p, st);
+        }
+    }
 };
 
 struct VecIdLauncher {

@@ -328,7 +328,13 @@ void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
         case GGML_TYPE_Q5_0: launch_q8_t<GGML_TYPE_Q5_0>(g, st); break;
         case GGML_TYPE_Q5_1: launch_q8_t<GGML_TYPE_Q5_1>(g, st); break;
         case GGML_TYPE_Q8_0: launch_q8_t<GGML_TYPE_Q8_0>(g, st); break;
-        default:             launch_qk(t, g, st); break;  // the K formats
+        default:
+            if (is_int_form_weight(t)) {
+                launch_qr(t, g, st);  // mul_mat_vec_run.cu
+            } else {
+                launch_qk(t, g, st);  // the K formats
+            }
+            break;
     }
 }
 
@@ -344,6 +350,14 @@ Q8Args args_for(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, c
 
 bool q8_applies(const ggml_tensor * a, const ggml_tensor * b) {
     const ggml_type t = a->type;
+    if (is_int_form_weight(t)) {
+        // mul_mat_vec_run.cu reads blocks in place (their own alignment) and
+        // 16 activation codes per run (K % 32: whole activation groups).
+        const size_t align = size_t(dq::int_form_align(t));
+        return b->ne[1] <= plan::vec_int_max_n(t) && a->ne[0] % 32 == 0 && aligned_to(a, align) &&
+               a->nb[1] % align == 0 && a->nb[2] % align == 0 && a->nb[3] % align == 0 &&
+               a->ne[1] <= int64_t(INT32_MAX);
+    }
     // Q6_K's 210-byte blocks are read with 4-byte loads realigned in
     // registers (mul_mat_vec_k.cu); every other format with 16-byte loads.
     const size_t align = t == GGML_TYPE_Q6_K ? 2 : 16;

@@ -5,15 +5,19 @@
 // equals quants.h's dequant() of the same block. Built by nvcc as a host
 // program, so it runs in CI on a machine without a GPU. Prints
 // "mmq formats: ok" and exits 0, or names the first mismatch and exits 1.
+// Also the integer-form formats' device decoders (check_int_form).
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "kernels/common/quants.h"
 #include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/mmq_formats.cuh"
+#include "kernels/cuda/weight_types.h"
 
 using namespace standin;
 namespace mq = standin::kernels::cuda::mmq;
@@ -122,6 +126,124 @@ template <int T, typename Block> bool check_parts(const char * name, std::initia
     return true;
 }
 
+// The integer-form formats (dequant.cuh's elem(), run_words() and
+// run_dot(), the tiled and F16 decodes' run_to_f32): every element elem()
+// reads of random rows of two blocks is bit-identical to dequant, every run's
+// packed codes rebuild it through int_form_value, and run_dot equals the dot
+// product of dequant's values with random activation codes (to float
+// rounding: it sums exact integers, then scales).
+std::set<int> & checked_int_forms() {
+    static std::set<int> s;
+    return s;
+}
+
+template <int T> bool check_int_form(const char * name, void (*fix)(uint8_t *)) {
+    namespace dq = kernels::cuda::dq;
+    checked_int_forms().insert(T);
+    using Block = typename dq::IntForm<T>::B;
+    constexpr int kQKb = Block::kElems, kRuns = kQKb / 16;
+    static_assert(dq::kIntForm<T>, "an integer-form type");
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<uint8_t> raw(2 * sizeof(Block) + 4);
+        for (auto & b : raw) b = uint8_t(rng());
+        fix(raw.data());
+        fix(raw.data() + sizeof(Block));
+        std::vector<float> want(2 * kQKb);
+        dequant_rows<Block>(raw.data(), 2, kQKb, want.data());
+        const char * row = reinterpret_cast<const char *>(raw.data());
+        for (int e = 0; e < 2 * kQKb; ++e) {
+            const float got = dq::elem(T, row, e);
+            if (std::memcmp(&got, &want[size_t(e)], sizeof(float)) != 0) {
+                std::printf("mmq formats: FAIL %s elem trial %d element %d: %g, dequant %g\n", name, trial, e, got,
+                            want[size_t(e)]);
+                return false;
+            }
+        }
+        for (int r = 0; r < kRuns; ++r) {
+            const dq::RunWords w = dq::run_words<Block>(raw.data(), r);
+            int a[4];
+            double ref = 0.0, mag = 0.0;
+            const float da = std::uniform_real_distribution<float>(0.001f, 0.1f)(rng);
+            for (int l = 0; l < 16; ++l) {
+                const int code = int(int8_t(uint8_t(uint32_t(w.w[l / 4]) >> (8 * (l % 4)))));
+                const float v = quant::int_form_value<Block>(w.sc, code, w.mn), x = want[size_t(16 * r + l)];
+                if (std::memcmp(&v, &x, sizeof(float)) != 0) {
+                    std::printf("mmq formats: FAIL %s run_words trial %d run %d element %d: %g, dequant %g\n", name,
+                                trial, r, l, v, x);
+                    return false;
+                }
+                const int qa = int(rng() % 255) - 127;
+                reinterpret_cast<uint8_t *>(a)[l] = uint8_t(int8_t(qa));
+                ref += double(x) * double(qa) * double(da);
+                mag += std::fabs(double(x) * double(qa) * double(da));
+            }
+            if (!std::isfinite(ref)) continue;  // an extreme random scale: nothing to compare
+            const float got = dq::run_dot<Block>(w, a, da);
+            if (std::fabs(double(got) - ref) > 1e-5 * mag + 1e-30) {
+                std::printf("mmq formats: FAIL %s run_dot trial %d run %d: %.9g, want %.9g\n", name, trial, r, got,
+                            ref);
+                return false;
+            }
+        }
+    }
+    std::printf("%s: elem, run_words and run_dot of %d random blocks match dequant\n", name, 200);
+    return true;
+}
+
+// A finite half-precision scale written at byte offset `off` of a block.
+template <size_t kOff> void half_at(uint8_t * blk) {
+    const uint16_t h = random_half();
+    std::memcpy(blk + kOff, &h, 2);
+}
+template <size_t kOff, size_t kOff2> void halves_at(uint8_t * blk) {
+    half_at<kOff>(blk);
+    half_at<kOff2>(blk);
+}
+void no_fix(uint8_t *) {}
+// MXFP4's E8M0 scale kept where 12 times it stays finite (2^-127 .. 2^32).
+void mxfp4_fix(uint8_t * blk) { blk[offsetof(quant::BlockMXFP4, e)] = uint8_t(rng() % 160); }
+// IQ1_M's half scale lives in the top nibbles of its four 16-bit scale words.
+void iq1m_fix(uint8_t * blk) {
+    const uint16_t h = random_half();
+    uint8_t * sc = blk + offsetof(quant::BlockIQ1_M, scales);
+    for (int i = 0; i < 4; ++i) sc[2 * i + 1] = uint8_t((sc[2 * i + 1] & 0x0f) | (((h >> (4 * i)) & 15) << 4));
+}
+
+bool check_int_forms() {
+    using namespace quant;
+    bool ok = true;
+    ok &= check_int_form<GGML_TYPE_Q2_K>("int q2_k", halves_at<offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)>);
+    ok &= check_int_form<GGML_TYPE_Q3_K>("int q3_k", half_at<offsetof(BlockQ3_K, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ4_NL>("int iq4_nl", half_at<offsetof(BlockIQ4_NL, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ4_XS>("int iq4_xs", half_at<offsetof(BlockIQ4_XS, d)>);
+    ok &= check_int_form<GGML_TYPE_MXFP4>("int mxfp4", mxfp4_fix);
+    ok &= check_int_form<GGML_TYPE_NVFP4>("int nvfp4", no_fix);
+    ok &= check_int_form<GGML_TYPE_Q1_0>("int q1_0", half_at<offsetof(BlockQ1_0, d)>);
+    ok &= check_int_form<GGML_TYPE_Q2_0>("int q2_0", half_at<offsetof(BlockQ2_0, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ2_XXS>("int iq2_xxs", half_at<offsetof(BlockIQ2_XXS, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ2_XS>("int iq2_xs", half_at<offsetof(BlockIQ2_XS, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ2_S>("int iq2_s", half_at<offsetof(BlockIQ2_S, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ3_XXS>("int iq3_xxs", half_at<offsetof(BlockIQ3_XXS, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ3_S>("int iq3_s", half_at<offsetof(BlockIQ3_S, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ1_S>("int iq1_s", half_at<offsetof(BlockIQ1_S, d)>);
+    ok &= check_int_form<GGML_TYPE_IQ1_M>("int iq1_m", iq1m_fix);
+    return ok;
+}
+
+// Every integer-form type of the CUDA list was checked above: a type added to
+// weight_types.h without a check here fails.
+bool all_int_forms_checked() {
+    bool ok = true;
+#define SI_X(name)                                                                  \
+    if (checked_int_forms().count(GGML_TYPE_##name) == 0) {                         \
+        std::printf("mmq formats: FAIL %s has no check_int_form\n", #name);        \
+        ok = false;                                                                 \
+    }
+    SI_CUDA_INT_FORM_WEIGHT_TYPES(SI_X)
+#undef SI_X
+    return ok;
+}
+
 } // namespace
 
 int main() {
@@ -142,6 +264,8 @@ int main() {
     ok &= check_parts<GGML_TYPE_Q4_K, quant::BlockQ4_K>("part q4_k", {0, 2});
     ok &= check_parts<GGML_TYPE_Q5_K, quant::BlockQ5_K>("part q5_k", {0, 2});
     ok &= check_parts<GGML_TYPE_Q6_K, quant::BlockQ6_K>("part q6_k", {208});
+    ok &= check_int_forms();
+    ok &= all_int_forms_checked();
     std::printf(ok ? "mmq formats: ok\n" : "mmq formats: FAILED\n");
     return ok ? 0 : 1;
 }

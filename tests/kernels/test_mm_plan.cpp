@@ -15,8 +15,11 @@ namespace plan = kernels::cuda::plan;
 
 namespace {
 
-// The weight types MUL_MAT claims, read from the op table itself.
-std::vector<ggml_type> claimed_weight_types(rt::Kind kind) {
+// The weight types MUL_MAT may claim, read from the op table itself: its
+// predicate with the CUDA device's list (the integer-form types among them
+// claimed only with GGML_STANDIN_CUDA_UNPROVEN=1 until proven, and planned
+// for all the same).
+std::vector<ggml_type> claimed_weight_types() {
     std::vector<ggml_type> out;
     ggml_init_params ip = {16 * ggml_tensor_overhead(), nullptr, true};
     for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
@@ -24,11 +27,15 @@ std::vector<ggml_type> claimed_weight_types(rt::Kind kind) {
         ggml_context * ctx = ggml_init(ip);
         ggml_tensor * a = ggml_new_tensor_2d(ctx, ggml_type(t), 4096, 4096);
         ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4096, 8);
-        // Without CUDA in the build the host rows stand in, narrowed to the CUDA device's own list.
-        if (kernels::supports(kind, ggml_mul_mat(ctx, a, b)) &&
-            (kind == rt::Kind::cuda || kernels::cuda_weight_type(ggml_type(t)))) {
+        // The host row's predicate is the CUDA row's before its weight list (op_table.cpp: cuda_mul_mat).
+        ggml_tensor * mm = ggml_mul_mat(ctx, a, b);
+        if (kernels::supports(rt::Kind::host, mm) && kernels::cuda_weight_type(ggml_type(t))) {
             out.push_back(ggml_type(t));
         }
+#ifdef STANDIN_WITH_CUDA
+        EXPECT_TRUE(!kernels::supports(rt::Kind::cuda, mm) || kernels::cuda_weight_type(ggml_type(t)))
+            << ggml_type_name(ggml_type(t)) << " claimed without a kernel";
+#endif
         ggml_free(ctx);
     }
     return out;
@@ -53,18 +60,24 @@ plan::Problem problem(ggml_type t, int64_t n) {
 } // namespace
 
 TEST(ProductPlan, EveryClaimedTypeHasAKernelForEveryColumnCount) {
-#ifdef STANDIN_WITH_CUDA
-    const rt::Kind kind = rt::Kind::cuda;
-#else
-    const rt::Kind kind = rt::Kind::host;  // the CUDA rows take MUL_MAT's predicate and cuda_weight_type
-#endif
-    const std::vector<ggml_type> types = claimed_weight_types(kind);
-    ASSERT_GE(types.size(), 11u);
+    const std::vector<ggml_type> types = claimed_weight_types();
+    ASSERT_GE(types.size(), 26u);  // 3 float, 8 Part and 15 integer-form formats (weight_types.h)
     for (ggml_type t : types) {
         for (int64_t n = 1; n <= 4096; ++n) {
             const plan::Choice c = plan::choose(problem(t, n));
             if (plan::is_float(t)) {
                 EXPECT_EQ(c.path, n <= plan::kVecMaxN ? plan::Path::vec_float : plan::Path::blas)
+                    << ggml_type_name(t) << " n=" << n;
+                continue;
+            }
+            if (kernels::cuda::is_int_form_weight(t)) {
+                // Their integer mat-vec, then the F16 decode and cuBLAS, or
+                // without cuBLAS the tiled kernel (which decodes their runs).
+                EXPECT_EQ(c.path, n <= plan::kVecMaxN ? plan::Path::vec_int : plan::Path::blas)
+                    << ggml_type_name(t) << " n=" << n << " gets " << plan::path_name(c.path);
+                plan::Problem no_blas = problem(t, n);
+                no_blas.blas_ok = false;
+                EXPECT_EQ(plan::choose(no_blas).path, n <= plan::kVecMaxN ? plan::Path::vec_int : plan::Path::tile)
                     << ggml_type_name(t) << " n=" << n;
                 continue;
             }
@@ -137,6 +150,19 @@ TEST(ProductPlan, KFormatsDecodeUpToTwoColumnsOnTheirMatVec) {
         EXPECT_EQ(plan::choose(problem(t, 2)).path, plan::Path::vec_int) << ggml_type_name(t);
         EXPECT_EQ(plan::choose(problem(t, 3)).path, plan::Path::mmq) << ggml_type_name(t);
     }
-    EXPECT_EQ(plan::vec_int_max_n(GGML_TYPE_Q2_K), 0);
+    EXPECT_EQ(plan::vec_int_max_n(GGML_TYPE_TQ2_0), 0);  // not a CUDA weight type
     EXPECT_EQ(plan::vec_int_max_n(GGML_TYPE_F16), 0);
+}
+
+TEST(ProductPlan, IntegerFormTypesTakeTheirMatVecThenDecodedGemms) {
+    for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_Q1_0}) {
+        EXPECT_EQ(plan::mmq_chunk(t), 0) << ggml_type_name(t);
+        EXPECT_EQ(plan::vec_int_max_n(t), plan::kVecMaxN) << ggml_type_name(t);
+        plan::Problem p = problem(t, 8);
+        p.mmq_mode = 2;  // GGML_STANDIN_MMQ=all: no mmq format, their mat-vec still
+        EXPECT_EQ(plan::choose(p).path, plan::Path::vec_int) << ggml_type_name(t);
+        p.vec_int_ok = false;  // rows the mat-vec cannot read (q8_applies): the tiled kernel, not the float mat-vec
+        EXPECT_EQ(plan::choose(p).path, plan::Path::tile) << ggml_type_name(t);
+        EXPECT_EQ(plan::choose(problem(t, 9)).path, plan::Path::blas) << ggml_type_name(t);
+    }
 }

@@ -4,6 +4,7 @@
 
 #include "ggml.h"
 #include "diag/config.h"
+#include "kernels/cuda/weight_types.h"
 #include "kernels/op_table.h"
 
 using namespace standin;
@@ -86,4 +87,34 @@ TEST_F(OpTableTensors, UnprovenCudaKernelsAreNotClaimed) {
     ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
     EXPECT_TRUE(kernels::find_row(ggml_add(ctx, a, b))->cuda.proven);
     EXPECT_TRUE(kernels::find_row(ggml_sqr(ctx, a))->cuda.proven);
+}
+
+// The integer-form weight types (kernels/cuda/weight_types.h) have CUDA
+// kernels that have not run on a GPU yet: one switch (kIntFormTypesProven)
+// keeps the CUDA MUL_MAT, MUL_MAT_ID, GET_ROWS and copies to float of them
+// unclaimed unless GGML_STANDIN_CUDA_UNPROVEN=1; the proven types and the
+// host device are unaffected.
+TEST_F(OpTableTensors, UnprovenCudaWeightTypesAreNotClaimed) {
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q2_K, GGML_TYPE_IQ2_XXS, GGML_TYPE_MXFP4, GGML_TYPE_Q1_0}) {
+        const bool int_form = kernels::cuda::is_int_form_weight(t);
+        (void) int_form;  // read only where the build has the CUDA device
+        EXPECT_TRUE(kernels::cuda_weight_type(t)) << ggml_type_name(t);  // the kernels exist either way
+        ggml_tensor * w = ggml_new_tensor_2d(ctx, t, 256, 8);
+        ggml_tensor * experts = ggml_new_tensor_3d(ctx, t, 256, 8, 2);
+        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 256, 4);
+        ggml_tensor * xe = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 256, 2, 4);
+        ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, 4);
+        ggml_tensor * rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 3);
+        const ggml_tensor * nodes[] = {ggml_mul_mat(ctx, w, x), ggml_mul_mat_id(ctx, experts, xe, ids),
+                                       ggml_get_rows(ctx, w, rows), ggml_cast(ctx, w, GGML_TYPE_F32)};
+        for (const ggml_tensor * n : nodes) {
+            EXPECT_TRUE(kernels::supports(rt::Kind::host, n)) << ggml_op_name(n->op) << " " << ggml_type_name(t);
+#ifdef STANDIN_WITH_CUDA
+            const bool claimed = !int_form || kernels::cuda::kIntFormTypesProven || diag::config().cuda_unproven;
+#else
+            const bool claimed = false;
+#endif
+            EXPECT_EQ(kernels::supports(rt::Kind::cuda, n), claimed) << ggml_op_name(n->op) << " " << ggml_type_name(t);
+        }
+    }
 }
