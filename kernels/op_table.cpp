@@ -272,17 +272,10 @@ bool sup_shape(const ggml_tensor * n) {
 // these are the narrower ones.
 #ifdef STANDIN_WITH_CUDA
 
-// The CUDA weight types claimed: the integer-form ones only while unproven
-// kernels are (the single switch: cuda::kIntFormTypesProven, weight_types.h).
-bool cuda_weight_claimed(ggml_type t) {
-    return cuda_weight_type(t) &&
-           (cuda::kIntFormTypesProven || !cuda::is_int_form_weight(t) || diag::config().cuda_unproven);
-}
-
-bool cuda_mul_mat(const ggml_tensor * n) { return sup_mul_mat(n) && cuda_weight_claimed(n->src[0]->type); }
-bool cuda_mul_mat_id(const ggml_tensor * n) { return sup_mul_mat_id(n) && cuda_weight_claimed(n->src[0]->type); }
+bool cuda_mul_mat(const ggml_tensor * n) { return sup_mul_mat(n) && cuda_weight_type(n->src[0]->type); }
+bool cuda_mul_mat_id(const ggml_tensor * n) { return sup_mul_mat_id(n) && cuda_weight_type(n->src[0]->type); }
 bool cuda_get_rows(const ggml_tensor * n) {
-    return sup_get_rows(n) && (n->src[0]->type == GGML_TYPE_I32 || cuda_weight_claimed(n->src[0]->type));
+    return sup_get_rows(n) && (n->src[0]->type == GGML_TYPE_I32 || cuda_weight_type(n->src[0]->type));
 }
 
 // Block copies move 16-bit words (cpy_quant.cu); contiguous same-type copies
@@ -292,7 +285,7 @@ bool cuda_copy(const ggml_tensor * n) {
     if (sup_copy(n)) return true;
     if (host::is_elem_copy(n)) return true;  // copy_any (cpy_int.cu)
     if (!sup_copy_quant(n)) return false;
-    if (s->type != n->type && !is_float_type(s->type) && !cuda_weight_claimed(s->type)) return false;  // no decoder
+    if (s->type != n->type && !is_float_type(s->type) && !cuda_weight_type(s->type)) return false;  // no decoder
     const bool memcpy_case = s->type == n->type && ggml_is_contiguous(s) && ggml_is_contiguous(n);
     return memcpy_case || s->type != n->type || ggml_type_size(s->type) % 2 == 0;  // decodes read bytes (MXFP4: 17)
 }

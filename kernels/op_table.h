@@ -38,8 +38,7 @@ const OpRow * find_row(const ggml_tensor * node);
 
 // The weight types the CUDA kernels decode and multiply, which its MUL_MAT,
 // MUL_MAT_ID, GET_ROWS and block-to-float copies are limited to: the list of
-// kernels/cuda/weight_types.h (Note [CUDA weight types]; its integer-form
-// types are claimed only while unproven kernels are, kIntFormTypesProven).
+// kernels/cuda/weight_types.h (Note [CUDA weight types]).
 // The host device takes every type of quants.h's list (SI_QUANT_BLOCK_TYPES).
 bool cuda_weight_type(ggml_type t);
 

@@ -33,12 +33,6 @@
 
 namespace standin::kernels::cuda {
 
-// Whether the integer-form kernels have passed test-backend-ops on a GPU. The
-// one switch of their claim: until it is true, the op table claims MUL_MAT,
-// MUL_MAT_ID, GET_ROWS and the copies to float of these types only with
-// GGML_STANDIN_CUDA_UNPROVEN=1 (cuda_weight_claimed, kernels/op_table.cpp).
-constexpr bool kIntFormTypesProven = false;
-
 // The type as a compile-time constant: f(std::integral_constant<int, T>{}).
 template <int T> using TypeTag = std::integral_constant<int, T>;
 
