@@ -404,6 +404,7 @@ const std::vector<OpRow> & rows_storage() {
         rows::append_ssm_rows(r);
         rows::append_math_rows(r);
         rows::append_encoder_rows(r);
+        rows::append_train_rows(r);
         return r;
     }();
     return rows;

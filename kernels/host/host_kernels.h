@@ -70,5 +70,7 @@ Status pool_2d(rt::host::HostStream & stream, ggml_tensor * node);         // PO
 Status upscale(rt::host::HostStream & stream, ggml_tensor * node);         // UPSCALE (nearest, bilinear, bicubic)
 Status pad(rt::host::HostStream & stream, ggml_tensor * node);             // PAD (zeros or circular)
 Status pad_reflect_1d(rt::host::HostStream & stream, ggml_tensor * node);  // PAD_REFLECT_1D
+// out_prod.cpp: training graphs
+Status out_prod(rt::host::HostStream & stream, ggml_tensor * node);        // OUT_PROD (float and block-type src0)
 
 } // namespace standin::kernels::host
