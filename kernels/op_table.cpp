@@ -174,14 +174,15 @@ bool sup_softmax(const ggml_tensor * n) {
     return sink == nullptr || (sink->type == GGML_TYPE_F32 && ggml_is_contiguous(sink) && sink->ne[0] >= a->ne[2]);
 }
 
-bool sup_flash_attn(const ggml_tensor * n) {
+// FLASH_ATTN_EXT's shapes, mask and sinks: everything but the K/V types.
+bool flash_attn_shape_ok(const ggml_tensor * n) {
     const ggml_tensor * q = n->src[0];
     const ggml_tensor * k = n->src[1];
     const ggml_tensor * v = n->src[2];
     const ggml_tensor * mask = n->src[3];
     const ggml_tensor * sinks = n->src[4];
     if (n->type != GGML_TYPE_F32 || n->nb[0] != sizeof(float) || q->type != GGML_TYPE_F32 || !rows_contiguous(q) ||
-        !is_float_type(k->type) || !is_float_type(v->type) || !rows_contiguous(k) || !rows_contiguous(v)) {
+        !rows_contiguous(k) || !rows_contiguous(v)) {
         return false;
     }
     if (k->ne[0] != q->ne[0] || v->ne[0] != n->ne[0] || v->ne[1] != k->ne[1] || n->ne[1] != q->ne[2] ||
@@ -194,6 +195,10 @@ bool sup_flash_attn(const ggml_tensor * n) {
         return false;
     }
     return sinks == nullptr || (sinks->type == GGML_TYPE_F32 && ggml_is_contiguous(sinks) && sinks->ne[0] >= q->ne[2]);
+}
+
+bool sup_flash_attn(const ggml_tensor * n) {
+    return flash_attn_shape_ok(n) && is_float_type(n->src[1]->type) && is_float_type(n->src[2]->type);
 }
 
 bool sup_unary(const ggml_tensor * n) {
@@ -305,13 +310,23 @@ bool cuda_rope(const ggml_tensor * n) {
            int64_t(p[1]) * int64_t(sizeof(float)) <= cuda::limits::kRopeCacheBytes;
 }
 
-// K and V of one type; V rows within registers per lane; heads and batches
-// within the grid's y/z limits (Note [kernel limits]).
+// K/V pairs the kernels do not read natively - block-quantized caches
+// (-ctk q8_0 -ctv q8_0 ...) and two float types - decoded to F16 first
+// (flash_attn_cvt.cu). Not yet run on a GPU: claimed only under
+// GGML_STANDIN_CUDA_UNPROVEN=1 until this is true.
+constexpr bool kFlashAttnConvertedProven = false;
+
+// K and V of one float type, or (converted) of any types quants.h decodes;
+// V rows within registers per lane; heads and batches within the grid's y/z
+// limits (Note [kernel limits]).
 bool cuda_flash_attn(const ggml_tensor * n) {
     const ggml_tensor * q = n->src[0];
-    return sup_flash_attn(n) && n->src[1]->type == n->src[2]->type &&
-           n->src[2]->ne[0] <= cuda::limits::kFlashAttnMaxDV && q->ne[2] <= cuda::limits::kGridYZ &&
-           q->ne[3] <= cuda::limits::kGridYZ;
+    const ggml_type kt = n->src[1]->type, vt = n->src[2]->type;
+    const bool native = kt == vt && is_float_type(kt);
+    const bool converted =
+        (kFlashAttnConvertedProven || diag::config().cuda_unproven) && quant::can_decode(kt) && quant::can_decode(vt);
+    return flash_attn_shape_ok(n) && (native || converted) && n->src[2]->ne[0] <= cuda::limits::kFlashAttnMaxDV &&
+           q->ne[2] <= cuda::limits::kGridYZ && q->ne[3] <= cuda::limits::kGridYZ;
 }
 
 // CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes); ADD1 and ACC take
