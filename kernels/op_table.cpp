@@ -97,8 +97,8 @@ bool sup_mul_mat_id(const ggml_tensor * n) {
            n->ne[1] == ids->ne[0] && n->ne[2] == ids->ne[1];
 }
 
-// CPY/DUP/CONT with a block type on either side (cpy_quant.cpp): float to
-// Q8_0/Q4_0, decodable block type to float, or whole blocks of one type.
+// CPY/DUP/CONT with a block type on either side (cpy_quant.cpp): float to a
+// type quants.h encodes, decodable block type to float, or whole blocks of one type.
 bool sup_copy_quant(const ggml_tensor * n) {
     const ggml_tensor * s = n->src[0];
     const ggml_type st = s->type, dt = n->type;
@@ -110,7 +110,7 @@ bool sup_copy_quant(const ggml_tensor * n) {
         return dim0_dense(s) && dim0_dense(n);
     }
     if (is_float_type(st)) {
-        return (dt == GGML_TYPE_Q8_0 || dt == GGML_TYPE_Q4_0) && dim0_dense(n);
+        return quant::can_encode(dt) && dim0_dense(n);
     }
     return is_float_type(dt) && quant::can_decode(st) && dim0_dense(s);
 }
@@ -290,6 +290,19 @@ bool cuda_get_rows(const ggml_tensor * n) {
     return sup_get_rows(n) && (n->src[0]->type == GGML_TYPE_I32 || cuda_weight_claimed(n->src[0]->type));
 }
 
+// Block types quants.h encodes that the CUDA SET_ROWS and copy kernels
+// (set_rows.cu, cpy_quant.cu) have not yet been run on a GPU for: Q4_1, Q5_0
+// and Q5_1 (KV caches of -ctk/-ctv q4_1, q5_0, q5_1). Claimed only under
+// GGML_STANDIN_CUDA_UNPROVEN=1 until this is true.
+constexpr bool kCudaNewEncodersProven = false;
+
+bool cuda_encodes(ggml_type t) {
+    const bool proven = is_float_type(t) || t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
+    return quant::can_encode(t) && (proven || kCudaNewEncodersProven || diag::config().cuda_unproven);
+}
+
+bool cuda_set_rows(const ggml_tensor * n) { return sup_set_rows(n) && cuda_encodes(n->type); }
+
 // Block copies move 16-bit words (cpy_quant.cu); contiguous same-type copies
 // of any block type are one memcpy (elementwise.cu).
 bool cuda_copy(const ggml_tensor * n) {
@@ -297,6 +310,7 @@ bool cuda_copy(const ggml_tensor * n) {
     if (sup_copy(n)) return true;
     if (host::is_elem_copy(n)) return true;  // copy_any (cpy_int.cu)
     if (!sup_copy_quant(n)) return false;
+    if (s->type != n->type && is_float_type(s->type) && !cuda_encodes(n->type)) return false;
     if (s->type != n->type && !is_float_type(s->type) && !cuda_weight_claimed(s->type)) return false;  // no decoder
     const bool memcpy_case = s->type == n->type && ggml_is_contiguous(s) && ggml_is_contiguous(n);
     return memcpy_case || s->type != n->type || ggml_type_size(s->type) % 2 == 0;  // decodes read bytes (MXFP4: 17)
@@ -359,7 +373,7 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_CONT,      -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
         // --- rows: matmul, quantized types, gather/scatter (GET_ROWS, SET_ROWS, MUL_MAT, CPY->quant)
         {GGML_OP_GET_ROWS,  -1, {sup_get_rows, host::get_rows}, SI_CUDA(cuda_get_rows, cuda::get_rows), true},
-        {GGML_OP_SET_ROWS,  -1, {sup_set_rows, host::set_rows}, SI_CUDA(sup_set_rows, cuda::set_rows), true},
+        {GGML_OP_SET_ROWS,  -1, {sup_set_rows, host::set_rows}, SI_CUDA(cuda_set_rows, cuda::set_rows), true},
         {GGML_OP_MUL_MAT,   -1, {sup_mul_mat, host::mul_mat},   SI_CUDA(cuda_mul_mat, cuda::mul_mat),   true},
         {GGML_OP_MUL_MAT_ID, -1, {sup_mul_mat_id, host::mul_mat_id}, SI_CUDA(cuda_mul_mat_id, cuda::mul_mat_id), true},
         // --- end rows: matmul
