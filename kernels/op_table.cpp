@@ -197,8 +197,10 @@ bool flash_attn_shape_ok(const ggml_tensor * n) {
     return sinks == nullptr || (sinks->type == GGML_TYPE_F32 && ggml_is_contiguous(sinks) && sinks->ne[0] >= q->ne[2]);
 }
 
+// K and V of any types quants.h decodes: float ones are read in place,
+// block-type ones decoded to F16 first (flash_attn_cvt.cpp).
 bool sup_flash_attn(const ggml_tensor * n) {
-    return flash_attn_shape_ok(n) && is_float_type(n->src[1]->type) && is_float_type(n->src[2]->type);
+    return flash_attn_shape_ok(n) && quant::can_decode(n->src[1]->type) && quant::can_decode(n->src[2]->type);
 }
 
 bool sup_unary(const ggml_tensor * n) {
@@ -383,7 +385,7 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_ROPE,      -1, {sup_rope, host::rope}, SI_CUDA(cuda_rope, cuda::rope), true},
         {GGML_OP_ROPE_BACK, -1, {sup_rope, host::rope}, SI_CUDA(cuda_rope, cuda::rope), true},
         {GGML_OP_SOFT_MAX,  -1, {sup_softmax, host::softmax}, SI_CUDA(sup_softmax, cuda::softmax), true},
-        {GGML_OP_FLASH_ATTN_EXT, -1, {sup_flash_attn, host::flash_attn_ext},
+        {GGML_OP_FLASH_ATTN_EXT, -1, {sup_flash_attn, host::flash_attn_ext_any},
          SI_CUDA(cuda_flash_attn, cuda::flash_attn_ext), true},
         {GGML_OP_UNARY, GGML_UNARY_OP_ABS, {sup_unary, host::unary}, SI_CUDA(sup_unary, cuda::unary), true},
         {GGML_OP_UNARY, GGML_UNARY_OP_SGN, {sup_unary, host::unary}, SI_CUDA(sup_unary, cuda::unary), true},

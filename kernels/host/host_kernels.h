@@ -13,6 +13,7 @@ Status norm(rt::host::HostStream & stream, ggml_tensor * node);            // RM
 Status rope(rt::host::HostStream & stream, ggml_tensor * node);            // ROPE ROPE_BACK (all rope modes)
 Status softmax(rt::host::HostStream & stream, ggml_tensor * node);         // SOFT_MAX (mask, ALiBi, sinks)
 Status flash_attn_ext(rt::host::HostStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT
+Status flash_attn_ext_any(rt::host::HostStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT, block-type K/V decoded first
 Status unary(rt::host::HostStream & stream, ggml_tensor * node);           // UNARY (every ggml_unary_op)
 Status glu(rt::host::HostStream & stream, ggml_tensor * node);             // GLU (every ggml_glu_op, fused or split)
 Status reduce(rt::host::HostStream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX
