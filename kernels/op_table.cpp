@@ -97,8 +97,8 @@ bool sup_mul_mat_id(const ggml_tensor * n) {
            n->ne[1] == ids->ne[0] && n->ne[2] == ids->ne[1];
 }
 
-// CPY/DUP/CONT with a block type on either side (cpy_quant.cpp): float to
-// Q8_0/Q4_0, decodable block type to float, or whole blocks of one type.
+// CPY/DUP/CONT with a block type on either side (cpy_quant.cpp): float to a
+// type quants.h encodes, decodable block type to float, or whole blocks of one type.
 bool sup_copy_quant(const ggml_tensor * n) {
     const ggml_tensor * s = n->src[0];
     const ggml_type st = s->type, dt = n->type;
@@ -110,7 +110,7 @@ bool sup_copy_quant(const ggml_tensor * n) {
         return dim0_dense(s) && dim0_dense(n);
     }
     if (is_float_type(st)) {
-        return (dt == GGML_TYPE_Q8_0 || dt == GGML_TYPE_Q4_0) && dim0_dense(n);
+        return quant::can_encode(dt) && dim0_dense(n);
     }
     return is_float_type(dt) && quant::can_decode(st) && dim0_dense(s);
 }
@@ -174,14 +174,15 @@ bool sup_softmax(const ggml_tensor * n) {
     return sink == nullptr || (sink->type == GGML_TYPE_F32 && ggml_is_contiguous(sink) && sink->ne[0] >= a->ne[2]);
 }
 
-bool sup_flash_attn(const ggml_tensor * n) {
+// FLASH_ATTN_EXT's shapes, mask and sinks: everything but the K/V types.
+bool flash_attn_shape_ok(const ggml_tensor * n) {
     const ggml_tensor * q = n->src[0];
     const ggml_tensor * k = n->src[1];
     const ggml_tensor * v = n->src[2];
     const ggml_tensor * mask = n->src[3];
     const ggml_tensor * sinks = n->src[4];
     if (n->type != GGML_TYPE_F32 || n->nb[0] != sizeof(float) || q->type != GGML_TYPE_F32 || !rows_contiguous(q) ||
-        !is_float_type(k->type) || !is_float_type(v->type) || !rows_contiguous(k) || !rows_contiguous(v)) {
+        !rows_contiguous(k) || !rows_contiguous(v)) {
         return false;
     }
     if (k->ne[0] != q->ne[0] || v->ne[0] != n->ne[0] || v->ne[1] != k->ne[1] || n->ne[1] != q->ne[2] ||
@@ -194,6 +195,12 @@ bool sup_flash_attn(const ggml_tensor * n) {
         return false;
     }
     return sinks == nullptr || (sinks->type == GGML_TYPE_F32 && ggml_is_contiguous(sinks) && sinks->ne[0] >= q->ne[2]);
+}
+
+// K and V of any types quants.h decodes: float ones are read in place,
+// block-type ones decoded to F16 first (flash_attn_cvt.cpp).
+bool sup_flash_attn(const ggml_tensor * n) {
+    return flash_attn_shape_ok(n) && quant::can_decode(n->src[1]->type) && quant::can_decode(n->src[2]->type);
 }
 
 bool sup_unary(const ggml_tensor * n) {
@@ -278,6 +285,19 @@ bool cuda_get_rows(const ggml_tensor * n) {
     return sup_get_rows(n) && (n->src[0]->type == GGML_TYPE_I32 || cuda_weight_type(n->src[0]->type));
 }
 
+// Block types quants.h encodes that the CUDA SET_ROWS and copy kernels
+// (set_rows.cu, cpy_quant.cu) have not yet been run on a GPU for: Q4_1, Q5_0
+// and Q5_1 (KV caches of -ctk/-ctv q4_1, q5_0, q5_1). Claimed only under
+// GGML_STANDIN_CUDA_UNPROVEN=1 until this is true.
+constexpr bool kCudaNewEncodersProven = false;
+
+bool cuda_encodes(ggml_type t) {
+    const bool proven = is_float_type(t) || t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
+    return quant::can_encode(t) && (proven || kCudaNewEncodersProven || diag::config().cuda_unproven);
+}
+
+bool cuda_set_rows(const ggml_tensor * n) { return sup_set_rows(n) && cuda_encodes(n->type); }
+
 // Block copies move 16-bit words (cpy_quant.cu); contiguous same-type copies
 // of any block type are one memcpy (elementwise.cu).
 bool cuda_copy(const ggml_tensor * n) {
@@ -285,6 +305,7 @@ bool cuda_copy(const ggml_tensor * n) {
     if (sup_copy(n)) return true;
     if (host::is_elem_copy(n)) return true;  // copy_any (cpy_int.cu)
     if (!sup_copy_quant(n)) return false;
+    if (s->type != n->type && is_float_type(s->type) && !cuda_encodes(n->type)) return false;
     if (s->type != n->type && !is_float_type(s->type) && !cuda_weight_type(s->type)) return false;  // no decoder
     const bool memcpy_case = s->type == n->type && ggml_is_contiguous(s) && ggml_is_contiguous(n);
     return memcpy_case || s->type != n->type || ggml_type_size(s->type) % 2 == 0;  // decodes read bytes (MXFP4: 17)
@@ -298,13 +319,23 @@ bool cuda_rope(const ggml_tensor * n) {
            int64_t(p[1]) * int64_t(sizeof(float)) <= cuda::limits::kRopeCacheBytes;
 }
 
-// K and V of one type; V rows within registers per lane; heads and batches
-// within the grid's y/z limits (Note [kernel limits]).
+// K/V pairs the kernels do not read natively - block-quantized caches
+// (-ctk q8_0 -ctv q8_0 ...) and two float types - decoded to F16 first
+// (flash_attn_cvt.cu). Not yet run on a GPU: claimed only under
+// GGML_STANDIN_CUDA_UNPROVEN=1 until this is true.
+constexpr bool kFlashAttnConvertedProven = false;
+
+// K and V of one float type, or (converted) of any types quants.h decodes;
+// V rows within registers per lane; heads and batches within the grid's y/z
+// limits (Note [kernel limits]).
 bool cuda_flash_attn(const ggml_tensor * n) {
     const ggml_tensor * q = n->src[0];
-    return sup_flash_attn(n) && n->src[1]->type == n->src[2]->type &&
-           n->src[2]->ne[0] <= cuda::limits::kFlashAttnMaxDV && q->ne[2] <= cuda::limits::kGridYZ &&
-           q->ne[3] <= cuda::limits::kGridYZ;
+    const ggml_type kt = n->src[1]->type, vt = n->src[2]->type;
+    const bool native = kt == vt && is_float_type(kt);
+    const bool converted =
+        (kFlashAttnConvertedProven || diag::config().cuda_unproven) && quant::can_decode(kt) && quant::can_decode(vt);
+    return flash_attn_shape_ok(n) && (native || converted) && n->src[2]->ne[0] <= cuda::limits::kFlashAttnMaxDV &&
+           q->ne[2] <= cuda::limits::kGridYZ && q->ne[3] <= cuda::limits::kGridYZ;
 }
 
 // CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes); ADD1 and ACC take
@@ -337,7 +368,7 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_CONT,      -1, {sup_copy_host, host::copy_any}, SI_CUDA(cuda_copy, cuda::copy_any),       true},
         // --- rows: matmul, quantized types, gather/scatter (GET_ROWS, SET_ROWS, MUL_MAT, CPY->quant)
         {GGML_OP_GET_ROWS,  -1, {sup_get_rows, host::get_rows}, SI_CUDA(cuda_get_rows, cuda::get_rows), true},
-        {GGML_OP_SET_ROWS,  -1, {sup_set_rows, host::set_rows}, SI_CUDA(sup_set_rows, cuda::set_rows), true},
+        {GGML_OP_SET_ROWS,  -1, {sup_set_rows, host::set_rows}, SI_CUDA(cuda_set_rows, cuda::set_rows), true},
         {GGML_OP_MUL_MAT,   -1, {sup_mul_mat, host::mul_mat},   SI_CUDA(cuda_mul_mat, cuda::mul_mat),   true},
         {GGML_OP_MUL_MAT_ID, -1, {sup_mul_mat_id, host::mul_mat_id}, SI_CUDA(cuda_mul_mat_id, cuda::mul_mat_id), true},
         // --- end rows: matmul
@@ -347,7 +378,7 @@ std::vector<OpRow> core_rows() {
         {GGML_OP_ROPE,      -1, {sup_rope, host::rope}, SI_CUDA(cuda_rope, cuda::rope), true},
         {GGML_OP_ROPE_BACK, -1, {sup_rope, host::rope}, SI_CUDA(cuda_rope, cuda::rope), true},
         {GGML_OP_SOFT_MAX,  -1, {sup_softmax, host::softmax}, SI_CUDA(sup_softmax, cuda::softmax), true},
-        {GGML_OP_FLASH_ATTN_EXT, -1, {sup_flash_attn, host::flash_attn_ext},
+        {GGML_OP_FLASH_ATTN_EXT, -1, {sup_flash_attn, host::flash_attn_ext_any},
          SI_CUDA(cuda_flash_attn, cuda::flash_attn_ext), true},
         {GGML_OP_UNARY, GGML_UNARY_OP_ABS, {sup_unary, host::unary}, SI_CUDA(sup_unary, cuda::unary), true},
         {GGML_OP_UNARY, GGML_UNARY_OP_SGN, {sup_unary, host::unary}, SI_CUDA(sup_unary, cuda::unary), true},
@@ -397,6 +428,7 @@ const std::vector<OpRow> & rows_storage() {
         rows::append_ssm_rows(r);
         rows::append_math_rows(r);
         rows::append_encoder_rows(r);
+        rows::append_train_rows(r);
         return r;
     }();
     return rows;

@@ -610,6 +610,75 @@ SI_HD void quantize(const float * x, BlockQ4_0 & b) {
     }
 }
 
+// Q4_1 and Q5_1: d = (max - min) / (2^bits - 1), m = min, and
+// q = trunc((x - min) / d + 0.5), Q4_1's clamped to 15 (Q5_1's largest value
+// rounds to 31 itself). The 1/d multiply is never fused with the add.
+template <int kLevels, typename Block> SI_HD void quantize_with_min(const float * x, Block & b, uint8_t (&q)[kQK]) {
+    float lo = 3.402823466e+38f, hi = -3.402823466e+38f;  // FLT_MAX, as the reference starts
+    for (int j = 0; j < kQK; ++j) {
+        lo = x[j] < lo ? x[j] : lo;
+        hi = x[j] > hi ? x[j] : hi;
+    }
+    const float d  = (hi - lo) / float(kLevels - 1);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b.d = num::f32_to_fp16(d);
+    b.m = num::f32_to_fp16(lo);
+    for (int j = 0; j < kQK; ++j) {
+        const int v = int(int8_t(mul_unfused(x[j] - lo, id) + 0.5f));
+        q[j] = uint8_t(v < kLevels - 1 ? v : kLevels - 1);
+    }
+}
+
+// The fifth bits of 32 five-bit values, bit j for element j (little-endian).
+SI_HD void store_high_bits(const uint8_t (&q)[kQK], uint8_t (&qh)[4]) {
+    uint32_t h = 0;
+    for (int j = 0; j < kQK; ++j) h |= uint32_t((q[j] >> 4) & 1u) << j;
+    for (int i = 0; i < 4; ++i) qh[i] = uint8_t(h >> (8 * i));
+}
+
+SI_HD void quantize(const float * x, BlockQ4_1 & b) {
+    uint8_t q[kQK];
+    quantize_with_min<16>(x, b, q);
+    for (int j = 0; j < kQK / 2; ++j) b.qs[j] = uint8_t(q[j] | (q[j + kQK / 2] << 4));
+}
+
+SI_HD void quantize(const float * x, BlockQ5_1 & b) {
+    uint8_t q[kQK];
+    quantize_with_min<32>(x, b, q);
+    for (int j = 0; j < kQK / 2; ++j) b.qs[j] = uint8_t((q[j] & 15) | ((q[j + kQK / 2] & 15) << 4));
+    store_high_bits(q, b.qh);
+}
+
+// Q5_0: as Q4_0 with 32 levels: the signed value of largest magnitude maps
+// to -16, the others to trunc(x/d + 16.5) clamped to 31.
+SI_HD void quantize(const float * x, BlockQ5_0 & b) {
+    float amax = 0.0f, vmax = 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            vmax = x[j];
+        }
+    }
+    const float d  = vmax / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b.d = num::f32_to_fp16(d);
+    uint8_t q[kQK];
+    for (int j = 0; j < kQK; ++j) {
+        const int v = int(int8_t(mul_unfused(x[j], id) + 16.5f));
+        q[j] = uint8_t(v < 31 ? v : 31);
+    }
+    for (int j = 0; j < kQK / 2; ++j) b.qs[j] = uint8_t((q[j] & 15) | ((q[j + kQK / 2] & 15) << 4));
+    store_high_bits(q, b.qh);
+}
+
+// The block types from_f32_row encodes (all of 32 elements), stated once.
+#define SI_QUANT_ENCODE_TYPES(X)      \
+    X(GGML_TYPE_Q8_0, BlockQ8_0)      \
+    X(GGML_TYPE_Q4_0, BlockQ4_0)      \
+    X(GGML_TYPE_Q4_1, BlockQ4_1)      \
+    X(GGML_TYPE_Q5_0, BlockQ5_0)      \
+    X(GGML_TYPE_Q5_1, BlockQ5_1)
+
 // --- rows --------------------------------------------------------------------
 
 // Elements per block and bytes per block for the types this header knows, 0 otherwise.
@@ -654,8 +723,15 @@ SI_HD int act_group(ggml_type t) {
 
 // Whether from_f32_row can encode this type.
 SI_HD bool can_encode(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 ||
-           t == GGML_TYPE_Q4_0;
+    switch (t) {
+        case GGML_TYPE_F32:
+        case GGML_TYPE_F16:
+        case GGML_TYPE_BF16: return true;
+#define SI_X(type, Block) case type: return true;
+        SI_QUANT_ENCODE_TYPES(SI_X)
+#undef SI_X
+        default: return false;
+    }
 }
 
 // n elements of a row of type t (n a multiple of the block size) to floats.
@@ -714,12 +790,12 @@ SI_HD bool from_f32_row(ggml_type t, const float * x, void * dst, int64_t n) {
             for (int64_t i = 0; i < n; ++i) d[i] = num::f32_to_bf16(x[i]);
             return true;
         }
-        case GGML_TYPE_Q8_0:
-            for (int64_t i = 0; i < n / kQK; ++i) quantize(x + i * kQK, static_cast<BlockQ8_0 *>(dst)[i]);
+#define SI_X(type, Block)                                                                \
+        case type:                                                                       \
+            for (int64_t i = 0; i < n / kQK; ++i) quantize(x + i * kQK, static_cast<Block *>(dst)[i]); \
             return true;
-        case GGML_TYPE_Q4_0:
-            for (int64_t i = 0; i < n / kQK; ++i) quantize(x + i * kQK, static_cast<BlockQ4_0 *>(dst)[i]);
-            return true;
+        SI_QUANT_ENCODE_TYPES(SI_X)
+#undef SI_X
         default:
             return false;
     }

@@ -1,6 +1,6 @@
 // CPY/DUP/CONT with a block-quantized side on the CUDA device (cuda::copy in
 // elementwise.cu routes these here), as kernels/host/cpy_quant.cpp:
-//   F32/F16/BF16 -> Q8_0 or Q4_0   (quants.h's quantizers: the host's bytes)
+//   F32/F16/BF16 -> a block type quants.h encodes (its quantizers: the host's bytes)
 //   any type quants.h decodes -> F32/F16/BF16
 //   a block type -> the same block type (whole blocks)
 // Elements go in row-major logical order, so dst may have another shape with
@@ -52,11 +52,7 @@ __global__ void copy_quant_kernel(Shape d, Shape s, char * dd, const char * sd, 
         } else if (mode == kEncode) {
             float x[quant::kQK];
             for (int i = 0; i < quant::kQK; ++i) x[i] = load_f(s.type, s_row + (u * quant::kQK + i) * s.nb[0]);
-            if (d.type == GGML_TYPE_Q8_0) {
-                quant::quantize(x, *reinterpret_cast<quant::BlockQ8_0 *>(out));
-            } else {
-                quant::quantize(x, *reinterpret_cast<quant::BlockQ4_0 *>(out));
-            }
+            quant::from_f32_row(ggml_type(d.type), x, out, quant::kQK);
         } else {
             for (int64_t i = 0; i < qk; ++i) store_f(d.type, out + i * d.nb[0], dq::elem(s.type, s_row, u * qk + i));
         }
@@ -73,7 +69,7 @@ Status copy_quant(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     int mode;
     if (st == dt) {
         mode = kBlocks;
-    } else if (is_float(st) && (dt == GGML_TYPE_Q8_0 || dt == GGML_TYPE_Q4_0)) {
+    } else if (is_float(st) && quant::can_encode(dt) && ggml_blck_size(dt) == quant::kQK) {
         mode = kEncode;
     } else if (is_float(dt) && quant::can_decode(st)) {
         mode = kDecode;

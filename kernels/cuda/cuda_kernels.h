@@ -15,7 +15,7 @@ Status copy(rt::cuda::CudaStream & stream, ggml_tensor * node);    // CPY DUP CO
 Status copy_quant(rt::cuda::CudaStream & stream, ggml_tensor * node);      // CPY DUP CONT with a block type
 Status copy_any(rt::cuda::CudaStream & stream, ggml_tensor * node);        // CPY DUP CONT rows: integer / F32<->I32 here, the rest to copy
 Status get_rows(rt::cuda::CudaStream & stream, ggml_tensor * node);        // GET_ROWS (float and block types -> F32)
-Status set_rows(rt::cuda::CudaStream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> F32 F16 BF16 Q8_0 Q4_0)
+Status set_rows(rt::cuda::CudaStream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1)
 Status norm(rt::cuda::CudaStream & stream, ggml_tensor * node);            // RMS_NORM NORM
 Status rope(rt::cuda::CudaStream & stream, ggml_tensor * node);            // ROPE ROPE_BACK (normal, neox, mrope, imrope)
 Status softmax(rt::cuda::CudaStream & stream, ggml_tensor * node);         // SOFT_MAX (mask, ALiBi, sinks)
@@ -74,6 +74,8 @@ Status pool_2d(rt::cuda::CudaStream & stream, ggml_tensor * node);         // PO
 Status upscale(rt::cuda::CudaStream & stream, ggml_tensor * node);         // UPSCALE
 Status pad(rt::cuda::CudaStream & stream, ggml_tensor * node);             // PAD
 Status pad_reflect_1d(rt::cuda::CudaStream & stream, ggml_tensor * node);  // PAD_REFLECT_1D
+// out_prod.cu: training graphs
+Status out_prod(rt::cuda::CudaStream & stream, ggml_tensor * node);        // OUT_PROD (float and block-type src0)
 
 
 // Fused launches, chosen by kernels/fusion.cpp:

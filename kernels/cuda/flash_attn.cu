@@ -3,7 +3,9 @@
 // score(s) = s * scale, or c * tanh(s * scale / c) with a logit soft cap c
 // (op_params: scale, max_bias, logit_softcap; kernels/common/softmax.h).
 // Q F32; K and V of one type, F16, F32 or BF16, rows contiguous (views such
-// as a KV-cache slice are fine); mask optional F16 (row = query index,
+// as a KV-cache slice are fine); other K/V types (block-quantized caches,
+// two float types) are decoded to dense F16 first (flash_attn_cvt.cu) and
+// take the F16 kernels; mask optional F16 (row = query index,
 // broadcast over heads and dim 3 by modulo); sinks optional F32 (one logit per
 // query head). K/V heads are shared by groups of query heads (GQA). Output F32
 // in ggml's permuted layout dst[:, head, query, batch]. V rows up to 512
@@ -37,6 +39,7 @@
 
 #include "diag/check.h"
 
+#include "kernels/common/quants.h"
 #include "kernels/common/softmax.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -551,6 +554,35 @@ template <int T> void launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, 
     }
 }
 
+void run_kernels(const FaArgs & p, ggml_type t, rt::cuda::CudaStream & cs) {
+    if (fa::tc_applies(p, t == GGML_TYPE_F16)) {
+        fa::launch_tc(p, cs.begin_launch());
+        SI_CUDA_LAUNCH_CHECK();
+        return;
+    }
+    const int n_sm = cs.sm_count();
+    switch (t) {
+        case GGML_TYPE_F16:  launch_t<GGML_TYPE_F16>(p, cs, n_sm); break;
+        case GGML_TYPE_F32:  launch_t<GGML_TYPE_F32>(p, cs, n_sm); break;
+        default:             launch_t<GGML_TYPE_BF16>(p, cs, n_sm); break;
+    }
+    SI_CUDA_LAUNCH_CHECK();
+}
+
+bool is_float(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
+
+void set_kv(const ggml_tensor * t, const char *& data, int64_t & nb1, int64_t & nb2, int64_t & nb3) {
+    data = static_cast<const char *>(t->data);
+    nb1 = int64_t(t->nb[1]); nb2 = int64_t(t->nb[2]); nb3 = int64_t(t->nb[3]);
+}
+
+// The dense F16 rows flash_attn_cvt.cu wrote for t at `out`.
+void set_dense(const ggml_tensor * t, const __half * out, const char *& data, int64_t & nb1, int64_t & nb2,
+               int64_t & nb3) {
+    data = reinterpret_cast<const char *>(out);
+    nb1 = t->ne[0] * int64_t(sizeof(__half)); nb2 = nb1 * t->ne[1]; nb3 = nb2 * t->ne[2];
+}
+
 } // namespace
 
 Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node) {
@@ -559,19 +591,22 @@ Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * v = node->src[2];
     const ggml_tensor * mask = node->src[3];
     const ggml_tensor * sinks = node->src[4];
-    const ggml_type t = k->type;
-    if (q->type != GGML_TYPE_F32 || v->type != t || node->type != GGML_TYPE_F32 || v->ne[0] > kMaxDV ||
-        (t != GGML_TYPE_F16 && t != GGML_TYPE_F32 && t != GGML_TYPE_BF16) ||
+    if (q->type != GGML_TYPE_F32 || node->type != GGML_TYPE_F32 || v->ne[0] > kMaxDV ||
         (mask != nullptr && mask->type != GGML_TYPE_F16) || q->ne[2] > limits::kGridYZ || q->ne[3] > limits::kGridYZ) {
         return false;  // the support predicate (op_table.cpp) refuses these
     }
+    // K and V of one float type are read in place; any other pair (block
+    // types, two float types) is decoded to F16 first (flash_attn_cvt.cu).
+    const bool native = k->type == v->type && is_float(k->type);
+    if (!native && !(quant::can_decode(k->type) && quant::can_decode(v->type))) {
+        return false;
+    }
+    const ggml_type t = native ? k->type : GGML_TYPE_F16;
     FaArgs p{};
     p.q = static_cast<const char *>(q->data);
     p.q_nb1 = int64_t(q->nb[1]); p.q_nb2 = int64_t(q->nb[2]); p.q_nb3 = int64_t(q->nb[3]);
-    p.k = static_cast<const char *>(k->data);
-    p.k_nb1 = int64_t(k->nb[1]); p.k_nb2 = int64_t(k->nb[2]); p.k_nb3 = int64_t(k->nb[3]);
-    p.v = static_cast<const char *>(v->data);
-    p.v_nb1 = int64_t(v->nb[1]); p.v_nb2 = int64_t(v->nb[2]); p.v_nb3 = int64_t(v->nb[3]);
+    set_kv(k, p.k, p.k_nb1, p.k_nb2, p.k_nb3);
+    set_kv(v, p.v, p.v_nb1, p.v_nb2, p.v_nb3);
     if (mask != nullptr) {
         p.mask = static_cast<const char *>(mask->data);
         p.m_nb1 = int64_t(mask->nb[1]); p.m_nb2 = int64_t(mask->nb[2]); p.m_nb3 = int64_t(mask->nb[3]);
@@ -592,23 +627,33 @@ Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     p.rv3 = q->ne[3] / v->ne[3];
     p.ap = num::attn_params_from(reinterpret_cast<const int32_t *>(node->op_params));
     p.alibi = num::make_alibi(p.ap.max_bias, uint32_t(p.nh));
-    p.k_vec = p.D % 8 == 0 && aligned_to(k, 16);
     if (p.nq == 0 || p.nh == 0 || p.nq3 == 0 || p.DV == 0) {
         return true;
     }
     auto & cs = stream;
-    if (fa::tc_applies(p, t == GGML_TYPE_F16)) {
-        fa::launch_tc(p, cs.begin_launch());
+    void * cvt = nullptr;
+    if (!native) {
+        // Dense F16 copies of whichever of K and V is not F16 already.
+        const size_t kb = k->type == GGML_TYPE_F16 ? 0 : size_t(ggml_nelements(k)) * 2;
+        const size_t vb = v->type == GGML_TYPE_F16 ? 0 : size_t(ggml_nelements(v)) * 2;
+        cudaStream_t st = cs.begin_launch();
+        if (!scratch_alloc(&cvt, kb + vb, st)) {
+            return false;
+        }
+        __half * out = static_cast<__half *>(cvt);
+        __half * vout = out + kb / 2;
+        const bool ok = (kb == 0 || fa::to_f16(k, out, st)) && (vb == 0 || fa::to_f16(v, vout, st));
         SI_CUDA_LAUNCH_CHECK();
-        return true;
+        SI_ASSERT_MSG(ok, "FLASH_ATTN_EXT: a K/V type can_decode accepts has no F16 decoder");
+        if (kb != 0) set_dense(k, out, p.k, p.k_nb1, p.k_nb2, p.k_nb3);
+        if (vb != 0) set_dense(v, vout, p.v, p.v_nb1, p.v_nb2, p.v_nb3);
     }
-    const int n_sm = cs.sm_count();
-    switch (t) {
-        case GGML_TYPE_F16:  launch_t<GGML_TYPE_F16>(p, cs, n_sm); break;
-        case GGML_TYPE_F32:  launch_t<GGML_TYPE_F32>(p, cs, n_sm); break;
-        default:             launch_t<GGML_TYPE_BF16>(p, cs, n_sm); break;
+    p.k_vec = p.D % 8 == 0 && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && p.k_nb1 % 16 == 0 && p.k_nb2 % 16 == 0 &&
+              p.k_nb3 % 16 == 0;
+    run_kernels(p, t, cs);
+    if (cvt != nullptr) {
+        SI_CUDA_CHECK(cudaFreeAsync(cvt, cs.begin_launch()));
     }
-    SI_CUDA_LAUNCH_CHECK();
     return true;
 }
 

@@ -1,11 +1,15 @@
 // Internal interface of the CUDA FLASH_ATTN_EXT kernels: flash_attn.cu (the
-// f32 kernel for every supported case, and the driver) and flash_attn_tc.cu
-// (tensor cores, F16 K/V, batches of queries).
+// f32 kernel for every supported case, and the driver), flash_attn_tc.cu
+// (tensor cores, F16 K/V, batches of queries), and flash_attn_cvt.cu (other
+// K/V types decoded to F16 for them).
 #pragma once
 
 #include <cstdint>
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include "ggml.h"
 
 #include "kernels/common/softmax.h"
 
@@ -30,5 +34,10 @@ struct FaArgs {
 // its launch.
 bool tc_applies(const FaArgs & p, bool kv_f16);
 void launch_tc(const FaArgs & p, cudaStream_t st);
+
+// flash_attn_cvt.cu: tensor t (a float type or any block type quants.h
+// decodes, rows contiguous) decoded into dense F16 rows at out (nelements(t)
+// halves), enqueued on st; false (nothing enqueued) for another type.
+bool to_f16(const ggml_tensor * t, __half * out, cudaStream_t st);
 
 } // namespace standin::kernels::cuda::fa

@@ -1,7 +1,8 @@
 // SET_ROWS on the CUDA device (KV-cache writes), as kernels/host/set_rows.cpp:
 // the rows of src0 (F32 or F16) are encoded to the destination type (F32, F16,
-// BF16 with round-to-nearest-even; Q8_0, Q4_0 with the quantizers of
-// kernels/common/quants.h, so the bytes equal the host's) and stored at the row
+// BF16 with round-to-nearest-even; the block types of quants.h's encode list,
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, with its quantizers, so the bytes equal the
+// host's) and stored at the row
 // numbers in src1 (I64 or I32), which broadcast over dims 2 and 3:
 //   dst[:, idx[i01, i02 % ne11, i03 % ne12], i02, i03] = src[:, i01, i02, i03].
 // Rows of src and dst contiguous in dim 0 (the predicate checks it). An index
@@ -47,11 +48,7 @@ __global__ void set_rows_kernel(Shape d, Shape s, Shape ix, char * dd, const cha
             } else {
                 float x[QK];
                 for (int j = 0; j < QK; ++j) x[j] = load_f(s.type, in + (u * QK + j) * s.nb[0]);
-                if (d.type == GGML_TYPE_Q8_0) {
-                    quant::quantize(x, reinterpret_cast<quant::BlockQ8_0 *>(out)[u]);
-                } else {
-                    quant::quantize(x, reinterpret_cast<quant::BlockQ4_0 *>(out)[u]);
-                }
+                quant::from_f32_row(ggml_type(d.type), x, out + u * d.nb[0], QK);
             }
         }
     }
@@ -63,9 +60,9 @@ Status set_rows(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * src = node->src[0];
     const ggml_tensor * idx = node->src[1];
     const ggml_type dt = node->type;
-    const bool block = dt == GGML_TYPE_Q8_0 || dt == GGML_TYPE_Q4_0;
-    if ((src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) ||
-        !(block || dt == GGML_TYPE_F32 || dt == GGML_TYPE_F16 || dt == GGML_TYPE_BF16)) {
+    const bool block = ggml_blck_size(dt) > 1;  // every encoded block type has 32 elements (quants.h)
+    if ((src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) || !quant::can_encode(dt) ||
+        (block && ggml_blck_size(dt) != quant::kQK)) {
         return false;  // the support predicate (op_table.cpp) refuses these
     }
     const int64_t n_rows = ggml_nrows(src);

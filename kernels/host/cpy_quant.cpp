@@ -1,6 +1,6 @@
 // CPY, DUP, CONT where a side is a block-quantized type (kernels/host/cpy.cpp
 // routes these here; it keeps the float-to-float copies):
-//   F32/F16/BF16 -> Q8_0 or Q4_0   (the reference quantizer's rounding)
+//   F32/F16/BF16 -> a block type quants.h encodes (ggml-cpu's rounding)
 //   any type quants.h decodes -> F32/F16/BF16
 //   a block type -> the same block type (bytes of whole blocks, any block type)
 // Like cpy.cpp, elements are copied in row-major logical order, so dst may have

@@ -13,12 +13,13 @@ Status norm(rt::host::HostStream & stream, ggml_tensor * node);            // RM
 Status rope(rt::host::HostStream & stream, ggml_tensor * node);            // ROPE ROPE_BACK (all rope modes)
 Status softmax(rt::host::HostStream & stream, ggml_tensor * node);         // SOFT_MAX (mask, ALiBi, sinks)
 Status flash_attn_ext(rt::host::HostStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT
+Status flash_attn_ext_any(rt::host::HostStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT, block-type K/V decoded first
 Status unary(rt::host::HostStream & stream, ggml_tensor * node);           // UNARY (every ggml_unary_op)
 Status glu(rt::host::HostStream & stream, ggml_tensor * node);             // GLU (every ggml_glu_op, fused or split)
 Status reduce(rt::host::HostStream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX
 Status shape(rt::host::HostStream & stream, ggml_tensor * node);           // CONCAT REPEAT ADD1 ACC
 Status get_rows(rt::host::HostStream & stream, ggml_tensor * node);        // GET_ROWS (float and block types -> F32)
-Status set_rows(rt::host::HostStream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> F32 F16 BF16 Q8_0 Q4_0)
+Status set_rows(rt::host::HostStream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1)
 Status mul_mat(rt::host::HostStream & stream, ggml_tensor * node);         // MUL_MAT (float and block-quantized weights)
 Status copy_quant(rt::host::HostStream & stream, ggml_tensor * node);      // CPY DUP CONT with a block type (from copy)
 // cpy_int.cpp: the copy rows' entry: integer and F32<->I32 copies, the rest to copy()
@@ -70,5 +71,7 @@ Status pool_2d(rt::host::HostStream & stream, ggml_tensor * node);         // PO
 Status upscale(rt::host::HostStream & stream, ggml_tensor * node);         // UPSCALE (nearest, bilinear, bicubic)
 Status pad(rt::host::HostStream & stream, ggml_tensor * node);             // PAD (zeros or circular)
 Status pad_reflect_1d(rt::host::HostStream & stream, ggml_tensor * node);  // PAD_REFLECT_1D
+// out_prod.cpp: training graphs
+Status out_prod(rt::host::HostStream & stream, ggml_tensor * node);        // OUT_PROD (float and block-type src0)
 
 } // namespace standin::kernels::host

@@ -226,7 +226,8 @@ std::vector<float> quantizer_input(int64_t n, uint32_t seed) {
 }
 
 TEST(Quants, QuantizersMatchReference) {
-    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_F16, GGML_TYPE_BF16,
+                        GGML_TYPE_F32}) {
         for (uint32_t seed = 0; seed < 4; ++seed) {
             const int64_t n = 4096;
             const std::vector<float> x = quantizer_input(n, seed);

@@ -303,11 +303,14 @@ TEST_F(HostKernels, UnsupportedRopeModesAreRefused) {
     EXPECT_TRUE(kernels::supports(rt::Kind::host, y));
     y->op_params[2] = 4;  // not a ggml rope mode
     EXPECT_FALSE(kernels::supports(rt::Kind::host, y));
-    // A quantized K cache is not claimed by the host flash attention.
+    // The host flash attention takes a quantized K cache (decoded first), but
+    // not a K of a type without a decoder.
     ggml_tensor * q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 64, 1, 4);
     ggml_tensor * k = ggml_new_tensor_3d(ctx, GGML_TYPE_Q8_0, 64, 32, 4);
+    ggml_tensor * ki = ggml_new_tensor_3d(ctx, GGML_TYPE_I32, 64, 32, 4);
     ggml_tensor * v = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, 64, 32, 4);
-    EXPECT_FALSE(kernels::supports(rt::Kind::host, ggml_flash_attn_ext(ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f)));
+    EXPECT_TRUE(kernels::supports(rt::Kind::host, ggml_flash_attn_ext(ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f)));
+    EXPECT_FALSE(kernels::supports(rt::Kind::host, ggml_flash_attn_ext(ctx, q, ki, v, nullptr, 0.125f, 0.0f, 0.0f)));
 }
 
 } // namespace
