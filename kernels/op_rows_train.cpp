@@ -25,7 +25,7 @@ bool sup_out_prod(const ggml_tensor * n) {
 void append_train_rows(std::vector<OpRow> & rows) {
     rows.insert(rows.end(), {
         // op              sub  host                             cuda                                        local
-        {GGML_OP_OUT_PROD, -1, {sup_out_prod, host::out_prod}, SI_CUDA_UNPROVEN(sup_out_prod, cuda::out_prod), true},
+        {GGML_OP_OUT_PROD, -1, {sup_out_prod, host::out_prod}, SI_CUDA(sup_out_prod, cuda::out_prod), true},
     });
 }
 

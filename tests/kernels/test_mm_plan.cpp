@@ -16,9 +16,7 @@ namespace plan = kernels::cuda::plan;
 namespace {
 
 // The weight types MUL_MAT may claim, read from the op table itself: its
-// predicate with the CUDA device's list (the integer-form types among them
-// claimed only with GGML_STANDIN_CUDA_UNPROVEN=1 until proven, and planned
-// for all the same).
+// predicate with the CUDA device's list.
 std::vector<ggml_type> claimed_weight_types() {
     std::vector<ggml_type> out;
     ggml_init_params ip = {16 * ggml_tensor_overhead(), nullptr, true};
