@@ -24,6 +24,21 @@
 
 namespace standin::kernels::cuda::mm {
 
+// The mat-vecs' column widths: f(std::integral_constant<int, NC>{}) with the
+// smallest of 1, 2, 4, 8 that holds N columns (N <= 8; the kernels skip the
+// columns past N).
+template <typename F> void with_col_width(int64_t N, F && f) {
+    if (N <= 1) {
+        f(std::integral_constant<int, 1>{});
+    } else if (N <= 2) {
+        f(std::integral_constant<int, 2>{});
+    } else if (N <= 4) {
+        f(std::integral_constant<int, 4>{});
+    } else {
+        f(std::integral_constant<int, 8>{});
+    }
+}
+
 struct Args {
     const char * a;  // weights (src0): rows of K elements or K/QK blocks
     int64_t      a_nb1, a_nb2, a_nb3;

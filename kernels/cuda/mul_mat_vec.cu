@@ -231,15 +231,7 @@ template <int T, int NC> void launch_nc(const Args & p, cudaStream_t st) {
 }
 
 template <int T> void launch_t(const Args & p, cudaStream_t st) {
-    if (p.N <= 1) {
-        launch_nc<T, 1>(p, st);
-    } else if (p.N <= 2) {
-        launch_nc<T, 2>(p, st);
-    } else if (p.N <= 4) {
-        launch_nc<T, 4>(p, st);
-    } else {
-        launch_nc<T, 8>(p, st);
-    }
+    with_col_width(p.N, [&](auto nc) { launch_nc<T, decltype(nc)::value>(p, st); });
 }
 
 template <int T> void launch_id_t(const IdArgs & p, cudaStream_t st) {

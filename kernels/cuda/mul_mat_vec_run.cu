@@ -101,16 +101,7 @@ template <int T, int NC> void launch_run_nc(const Q8Group & g, cudaStream_t st) 
 
 // Columns: the smallest kernel width that holds them.
 template <int T> void launch_run_t(const Q8Group & g, cudaStream_t st) {
-    const int64_t N = g.m[0].N;
-    if (N <= 1) {
-        launch_run_nc<T, 1>(g, st);
-    } else if (N <= 2) {
-        launch_run_nc<T, 2>(g, st);
-    } else if (N <= 4) {
-        launch_run_nc<T, 4>(g, st);
-    } else {
-        launch_run_nc<T, 8>(g, st);
-    }
+    with_col_width(g.m[0].N, [&](auto nc) { launch_run_nc<T, decltype(nc)::value>(g, st); });
 }
 
 } // namespace
