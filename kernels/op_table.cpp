@@ -197,10 +197,14 @@ bool flash_attn_shape_ok(const ggml_tensor * n) {
     return sinks == nullptr || (sinks->type == GGML_TYPE_F32 && ggml_is_contiguous(sinks) && sinks->ne[0] >= q->ne[2]);
 }
 
-// K and V of any types quants.h decodes: float ones are read in place,
-// block-type ones decoded to F16 first (flash_attn_cvt.cpp).
+// K and V of any types quants.h decodes, whole blocks per row: read in place
+// by flash_attn.cpp (Note [quantized KV cache]; a block-type K needs MUL_MAT's
+// dot kernel for its type) or decoded to F16 first (flash_attn_cvt.cpp).
 bool sup_flash_attn(const ggml_tensor * n) {
-    return flash_attn_shape_ok(n) && quant::can_decode(n->src[1]->type) && quant::can_decode(n->src[2]->type);
+    const ggml_tensor * k = n->src[1];
+    const ggml_tensor * v = n->src[2];
+    return flash_attn_shape_ok(n) && is_mm_weight_type(k->type) && quant::can_decode(v->type) &&
+           k->ne[0] % quant::block_elems(k->type) == 0 && v->ne[0] % quant::block_elems(v->type) == 0;
 }
 
 bool sup_unary(const ggml_tensor * n) {

@@ -1,8 +1,9 @@
 // FLASH_ATTN_EXT: out = softmax(score(Q K^T) + slope * mask) V per head, with
 // score(s) = s * scale, or c * tanh(s * scale / c) with a logit soft cap c;
 // op_params = scale, max_bias (ALiBi), logit_softcap. Q is F32, K and V are
-// F32, F16 or BF16 (each may be any view with contiguous rows: a KV-cache
-// slice, permuted, or V a sub-view of K); mask optional F16 (row = query
+// F32, F16, BF16 or a block type of quants.h, each on its own (each may be
+// any view with contiguous rows: a KV-cache slice, permuted, or V a sub-view
+// of K); mask optional F16 (row = query
 // index, broadcast over heads / dim 3 by modulo); sinks optional F32, one logit
 // per query head. K/V heads are broadcast over groups of query heads (GQA).
 // Output F32 in ggml's permuted layout: dst[:, head, query, batch].
@@ -21,16 +22,30 @@
 // task has masked to -inf are dropped from the tile before any K/V work, so
 // causal and sparse masks cost only their visible keys. Arithmetic is f32.
 //
+// Note [quantized KV cache]
+// A block-quantized K is never widened to floats: each query row is quantized
+// once per task into ggml-cpu's activation blocks for K's type (Note
+// [activation blocks], vec_dot.h), and the scores are the integer dot
+// products of MUL_MAT's tile kernel, taking the tile's kept keys as weight
+// rows and the task's query rows as columns. That is what ggml-cpu computes
+// (it converts Q to K's vec_dot type), so scores differ from it only by the
+// order of float additions, and it reads 1 byte per element or less where a
+// float K tile would read and write 4. A block-quantized V is decoded into
+// the f32 tile (quants.h's dequant, the one decoder of each format), whichever
+// path the task takes, and the value sums run on that tile as for F32.
+//
 // Test: test-backend-ops -b STANDIN_HOST0 -o FLASH_ATTN_EXT
 // Time: test-backend-ops perf -b STANDIN_HOST0 -o FLASH_ATTN_EXT
 #include <cmath>
 #include <numeric>
 #include <vector>
 
+#include "kernels/common/quants.h"
 #include "kernels/common/softmax.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
 #include "kernels/host/simd_math.h"
+#include "kernels/host/vec_dot.h"
 #include "runtime/host/host_device.h"
 
 namespace standin::kernels::host {
@@ -48,6 +63,9 @@ struct Shape {
     int64_t rk2, rk3, rv2, rv3;  // broadcast ratios Q/K and Q/V in dims 2 and 3
     int64_t hb, qb;              // heads and positions per task
     int64_t n_hblk, n_qblk;
+    mm::QTileFn kdot;   // block-quantized K: its dot kernel (Note [quantized KV cache]), else nullptr
+    int64_t kgroup;     // its activation group (32 or 256)
+    bool vdecode;       // block-quantized V: rows decoded into the f32 tile
 };
 
 Shape make_shape(const ggml_tensor * dst) {
@@ -72,6 +90,9 @@ Shape make_shape(const ggml_tensor * dst) {
     s.qb = std::max<int64_t>(1, std::min<int64_t>(s.nq, kMaxRows / s.hb));
     s.n_hblk = s.nh / s.hb;
     s.n_qblk = (s.nq + s.qb - 1) / s.qb;
+    s.kdot = quant::block_elems(k->type) > 1 ? mm::qtile_for(k->type) : nullptr;
+    s.kgroup = quant::act_group(k->type);
+    s.vdecode = quant::block_elems(v->type) > 1;
     return s;
 }
 
@@ -87,12 +108,68 @@ struct Scratch {
     std::vector<int64_t> keys;  // [kTileKV] key index of each kept tile column
     std::vector<const uint16_t *> mrow;
     std::vector<float> slope, msub, rsum;
+    // Block-quantized K only: the task's query rows as activation columns
+    // (mm::Act's layout, one column per row) and their raw dots, [row][kTileKV].
+    std::vector<int8_t> aq;
+    std::vector<float> ad, as;
+    std::vector<int32_t> aq8;
+    std::vector<int16_t> asums;
+    std::vector<float> kd;
     explicit Scratch(const Shape & s)
         : qt(size_t(s.dk * kMaxRows)), q(size_t(kMaxRows * s.dk)), o(size_t(kMaxRows * s.dv)),
           kt(size_t(kTileKV * s.dk)), vt(size_t(kTileKV * s.dv)), sc(size_t(kTileKV * kMaxRows)),
           dots(size_t(kTileKV * kMaxRows)), st(kMaxRows), keys(kTileKV), mrow(kMaxRows), slope(kMaxRows),
-          msub(kMaxRows), rsum(kMaxRows) {}
+          msub(kMaxRows), rsum(kMaxRows) {
+        if (s.kdot != nullptr) {
+            aq.resize(size_t(kMaxRows * s.dk));
+            ad.resize(size_t(kMaxRows * (s.dk / 32)));
+            as.resize(size_t(kMaxRows * (s.dk / 32)));
+            aq8.resize(size_t(kMaxRows * (s.dk / 32)));
+            asums.resize(size_t(kMaxRows * (s.dk / 2)));
+            kd.resize(size_t(kMaxRows * kTileKV));
+        }
+    }
+    mm::Act act(const Shape & s) const { return {aq.data(), ad.data(), as.data(), asums.data(), s.dk, aq8.data()}; }
 };
+
+// Query row r as activation column r of w (Note [quantized KV cache]).
+void quantize_query(const Shape & s, Scratch & w, int64_t r, const float * x) {
+    const int64_t K = s.dk;
+    if (s.kgroup == 32) {
+        mm::quantize_act_32(x, K, &w.aq[size_t(r * K)], &w.ad[size_t(r * (K / 32))], &w.as[size_t(r * (K / 32))],
+                            &w.asums[size_t(r * (K / 2))], &w.aq8[size_t(r * (K / 32))]);
+    } else {
+        mm::quantize_act_256(x, K, &w.aq[size_t(r * K)], &w.ad[size_t(r * (K / 256))], &w.asums[size_t(r * (K / 2))]);
+    }
+}
+
+// out[r * kTileKV + j] = q_r . k(keys[j]) for the tile's nc kept keys, one tile-kernel
+// call per run of adjacent keys (a causal or windowed mask keeps one run).
+void quant_dots(const Shape & s, Scratch & w, const char * kbase, size_t nb1, int64_t rows, int64_t nc, float * out) {
+    const mm::Act act = w.act(s);
+    for (int64_t j = 0; j < nc;) {
+        int64_t e = j + 1;
+        while (e < nc && w.keys[e] == w.keys[e - 1] + 1) ++e;
+        mm::QTile t;
+        t.x = kbase + w.keys[j] * nb1;
+        t.x_stride = nb1;
+        t.nrows = e - j;
+        t.act = act;
+        t.c0 = 0;
+        t.ncols = rows;
+        t.out = out + j;
+        t.out_col_stride = kTileKV;
+        s.kdot(t);
+        j = e;
+    }
+}
+
+// The tile's kept V rows decoded into w.vt[c][.].
+void decode_v(const ggml_tensor * v, const Shape & s, Scratch & w, const char * vbase, int64_t nc) {
+    for (int64_t c = 0; c < nc; ++c) {
+        quant::to_f32_row(v->type, vbase + w.keys[c] * v->nb[1], &w.vt[size_t(c * s.dv)], s.dv);
+    }
+}
 
 // Starts a tile's scores with the mask term, sc[c][r] = slope_r * mask_r[c]
 // (0 without a mask, and for padding rows), then drops the keys that every
@@ -261,20 +338,19 @@ template <ggml_type T> void axpy4_row(float * o, const char * const v[4], const 
     }
 }
 
-// o_r += sum_c w.dots[r][c] * v(keys[c]).
-template <ggml_type T>
-void pv_direct(const Shape & s, Scratch & w, const char * vbase, size_t nb1, int64_t rows, int64_t nc) {
+// o_r += sum_c w.dots[r][c] * v_c, value row c at row(c).
+template <ggml_type T, class RowAt>
+void pv_direct(const Shape & s, Scratch & w, RowAt row, int64_t rows, int64_t nc) {
     int64_t c = 0;
     for (; c + 4 <= nc; c += 4) {
-        const char * const vrow[4] = {vbase + w.keys[c] * nb1, vbase + w.keys[c + 1] * nb1,
-                                      vbase + w.keys[c + 2] * nb1, vbase + w.keys[c + 3] * nb1};
+        const char * const vrow[4] = {row(c), row(c + 1), row(c + 2), row(c + 3)};
         for (int64_t r = 0; r < rows; ++r) {
             const float * p = &w.dots[size_t(r * kTileKV + c)];
             axpy4_row<T>(&w.o[size_t(r * s.dv)], vrow, p, s.dv);
         }
     }
     for (; c < nc; ++c) {
-        const char * vrow = vbase + w.keys[c] * nb1;
+        const char * vrow = row(c);
         for (int64_t r = 0; r < rows; ++r) {
             const float p = w.dots[size_t(r * kTileKV + c)];
             if (p != 0.0f) axpy_row<T>(&w.o[size_t(r * s.dv)], vrow, p, s.dv);
@@ -282,18 +358,54 @@ void pv_direct(const Shape & s, Scratch & w, const char * vbase, size_t nb1, int
     }
 }
 
+// Scores of the few-rows path for a block-quantized K, as scores_direct.
+void scores_quant(const Shape & s, Scratch & w, const char * kbase, size_t nb1, int64_t rows, int64_t rp,
+                  int64_t nc, const num::AttnParams & ap) {
+    quant_dots(s, w, kbase, nb1, rows, nc, w.dots.data());
+    for (int64_t r = 0; r < rows; ++r) {
+        float * out = &w.dots[size_t(r * kTileKV)];
+        for (int64_t c = 0; c < nc; ++c) {
+            const float m = w.sc[size_t(c * rp + r)];
+            out[c] = m == -INFINITY ? m : m + num::attn_score(out[c], ap.scale, ap.logit_softcap);
+        }
+    }
+}
+
 void tile_direct(const ggml_tensor * k, const ggml_tensor * v, const Shape & s, Scratch & w, const char * kbase,
                  const char * vbase, int64_t rows, int64_t rp, int64_t nc, const num::AttnParams & ap) {
-    switch (k->type) {
-        case GGML_TYPE_F32: scores_direct<GGML_TYPE_F32>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
-        case GGML_TYPE_F16: scores_direct<GGML_TYPE_F16>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
-        default:            scores_direct<GGML_TYPE_BF16>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
+    if (s.kdot != nullptr) {
+        scores_quant(s, w, kbase, k->nb[1], rows, rp, nc, ap);
+    } else {
+        switch (k->type) {
+            case GGML_TYPE_F32: scores_direct<GGML_TYPE_F32>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
+            case GGML_TYPE_F16: scores_direct<GGML_TYPE_F16>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
+            default:            scores_direct<GGML_TYPE_BF16>(s, w, kbase, k->nb[1], rows, rp, nc, ap); break;
+        }
     }
     softmax_direct(s, w, rows, nc);
+    const size_t nb1 = v->nb[1];
+    const auto stored = [&](int64_t c) { return vbase + w.keys[c] * nb1; };
+    if (s.vdecode) {
+        decode_v(v, s, w, vbase, nc);
+        const auto tile = [&](int64_t c) { return reinterpret_cast<const char *>(&w.vt[size_t(c * s.dv)]); };
+        pv_direct<GGML_TYPE_F32>(s, w, tile, rows, nc);
+        return;
+    }
     switch (v->type) {
-        case GGML_TYPE_F32: pv_direct<GGML_TYPE_F32>(s, w, vbase, v->nb[1], rows, nc); break;
-        case GGML_TYPE_F16: pv_direct<GGML_TYPE_F16>(s, w, vbase, v->nb[1], rows, nc); break;
-        default:            pv_direct<GGML_TYPE_BF16>(s, w, vbase, v->nb[1], rows, nc); break;
+        case GGML_TYPE_F32: pv_direct<GGML_TYPE_F32>(s, w, stored, rows, nc); break;
+        case GGML_TYPE_F16: pv_direct<GGML_TYPE_F16>(s, w, stored, rows, nc); break;
+        default:            pv_direct<GGML_TYPE_BF16>(s, w, stored, rows, nc); break;
+    }
+}
+
+// The blocked path's w.dots[c][r] for a block-quantized K (padding rows 0).
+void tile_quant_dots(const Shape & s, Scratch & w, const char * kbase, size_t nb1, int64_t rows, int64_t rp,
+                     int64_t nc) {
+    quant_dots(s, w, kbase, nb1, rows, nc, w.kd.data());
+    for (int64_t c = 0; c < nc; ++c) {
+        float * col = &w.dots[size_t(c * rp)];
+        for (int64_t r = 0; r < rows; ++r) col[r] = w.kd[size_t(r * kTileKV + c)];
+        for (int64_t r = rows; r < rp; ++r) col[r] = 0.0f;
     }
 }
 
@@ -415,13 +527,15 @@ void accumulate(const ggml_tensor * dst, const Shape & s, const num::AttnParams 
     const int64_t rows = s.hb * t.np;
     const int64_t rp = (rows + 7) / 8 * 8;
     const bool blocked = rows >= kMinRowsBlocked;
-    if (blocked) std::fill_n(w.qt.begin(), s.dk * rp, 0.0f);
+    if (blocked && s.kdot == nullptr) std::fill_n(w.qt.begin(), s.dk * rp, 0.0f);
     for (int64_t r = 0; r < rp; ++r) w.st[r] = num::OnlineSoftmax{};
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t h = t.h0 + r / t.np, p = t.p0 + r % t.np;
         const float * qr = reinterpret_cast<const float *>(static_cast<const char *>(q->data) + p * q->nb[1] +
                                                            h * q->nb[2] + t.i3 * q->nb[3]);
-        if (blocked) {
+        if (s.kdot != nullptr) {
+            quantize_query(s, w, r, qr);
+        } else if (blocked) {
             for (int64_t d = 0; d < s.dk; ++d) w.qt[size_t(d * rp + r)] = qr[d];
         } else {
             std::copy_n(qr, s.dk, &w.q[size_t(r * s.dk)]);
@@ -443,11 +557,21 @@ void accumulate(const ggml_tensor * dst, const Shape & s, const num::AttnParams 
             tile_direct(k, v, s, w, kbase, vbase, rows, rp, nc, ap);
             continue;
         }
-        for (int64_t c = 0; c < nc; ++c) {
-            simd::row_to_f32(k->type, kbase + w.keys[c] * k->nb[1], &w.kt[size_t(c * s.dk)], s.dk);
-            simd::row_to_f32(v->type, vbase + w.keys[c] * v->nb[1], &w.vt[size_t(c * s.dv)], s.dv);
+        if (s.kdot != nullptr) {
+            tile_quant_dots(s, w, kbase, k->nb[1], rows, rp, nc);
+        } else {
+            for (int64_t c = 0; c < nc; ++c) {
+                simd::row_to_f32(k->type, kbase + w.keys[c] * k->nb[1], &w.kt[size_t(c * s.dk)], s.dk);
+            }
+            tile_dots(s, w, rp, nc);
         }
-        tile_dots(s, w, rp, nc);
+        if (s.vdecode) {
+            decode_v(v, s, w, vbase, nc);
+        } else {
+            for (int64_t c = 0; c < nc; ++c) {
+                simd::row_to_f32(v->type, vbase + w.keys[c] * v->nb[1], &w.vt[size_t(c * s.dv)], s.dv);
+            }
+        }
         tile_scores(w, rp, nc, ap);
         tile_softmax(s, w, rows, rp, nc);
         tile_pv(s, w, rows, rp, nc);
@@ -519,6 +643,16 @@ void run_split(rt::host::ThreadPool & pool, ggml_tensor * dst, const Shape & s, 
 }
 
 } // namespace
+
+// Block-type K/V are read in place when the query rows that share a KV head
+// fit one task (decode, short GQA batches): each K/V row is then read once.
+// With more tasks per KV head each would decode the same V rows again, and
+// decoding the caches once to F16 (flash_attn_cvt.cpp) is cheaper.
+bool flash_attn_in_place(const ggml_tensor * node) {
+    const ggml_tensor * q = node->src[0];
+    const ggml_tensor * k = node->src[1];
+    return q->ne[1] * (q->ne[2] / k->ne[2]) <= kMaxRows;
+}
 
 Status flash_attn_ext(rt::host::HostStream & stream, ggml_tensor * node) {
     auto & pool = stream.pool();

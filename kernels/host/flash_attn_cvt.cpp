@@ -1,5 +1,7 @@
 // FLASH_ATTN_EXT with block-quantized K or V (KV caches of -ctk/-ctv q8_0,
-// q4_0, ...): the block-type side is decoded into dense F16 rows first, and
+// q4_0, ...) where many query rows share each KV head (prefill; decode-time
+// calls are read in place by flash_attn.cpp, flash_attn_in_place): the
+// block-type side is decoded into dense F16 rows first, and
 // the attention runs on flash_attn.cpp's F16 kernels unchanged, on a copy of
 // the node that points at them. Float K/V go straight to flash_attn_ext.
 // Decoding is quant::to_f32_row (the one definition of every format), rounded
@@ -51,7 +53,7 @@ void decode_to_f16(rt::host::HostStream & stream, const ggml_tensor * t, std::ve
 Status flash_attn_ext_any(rt::host::HostStream & stream, ggml_tensor * node) {
     const ggml_tensor * k = node->src[1];
     const ggml_tensor * v = node->src[2];
-    if (is_float_type(k->type) && is_float_type(v->type)) {
+    if ((is_float_type(k->type) && is_float_type(v->type)) || flash_attn_in_place(node)) {
         return flash_attn_ext(stream, node);
     }
     if (!quant::can_decode(k->type) || !quant::can_decode(v->type)) {

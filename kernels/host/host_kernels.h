@@ -12,8 +12,9 @@ Status copy(rt::host::HostStream & stream, ggml_tensor * node);    // CPY DUP CO
 Status norm(rt::host::HostStream & stream, ggml_tensor * node);            // RMS_NORM NORM
 Status rope(rt::host::HostStream & stream, ggml_tensor * node);            // ROPE ROPE_BACK (all rope modes)
 Status softmax(rt::host::HostStream & stream, ggml_tensor * node);         // SOFT_MAX (mask, ALiBi, sinks)
-Status flash_attn_ext(rt::host::HostStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT
-Status flash_attn_ext_any(rt::host::HostStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT, block-type K/V decoded first
+Status flash_attn_ext(rt::host::HostStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT (float and block-type K/V)
+bool flash_attn_in_place(const ggml_tensor * node);  // whether flash_attn_ext_any leaves block-type K/V to it
+Status flash_attn_ext_any(rt::host::HostStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT, block-type K/V decoded first when many rows share them
 Status unary(rt::host::HostStream & stream, ggml_tensor * node);           // UNARY (every ggml_unary_op)
 Status glu(rt::host::HostStream & stream, ggml_tensor * node);             // GLU (every ggml_glu_op, fused or split)
 Status reduce(rt::host::HostStream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX

@@ -303,8 +303,8 @@ TEST_F(HostKernels, UnsupportedRopeModesAreRefused) {
     EXPECT_TRUE(kernels::supports(rt::Kind::host, y));
     y->op_params[2] = 4;  // not a ggml rope mode
     EXPECT_FALSE(kernels::supports(rt::Kind::host, y));
-    // The host flash attention takes a quantized K cache (decoded first), but
-    // not a K of a type without a decoder.
+    // The host flash attention takes a quantized K cache (read by its dot
+    // kernel), but not a K of a type without one.
     ggml_tensor * q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 64, 1, 4);
     ggml_tensor * k = ggml_new_tensor_3d(ctx, GGML_TYPE_Q8_0, 64, 32, 4);
     ggml_tensor * ki = ggml_new_tensor_3d(ctx, GGML_TYPE_I32, 64, 32, 4);
