@@ -5,8 +5,9 @@
 // Q2_0, and the grid i-quants of quants_iq.h), all listed once in
 // SI_QUANT_BLOCK_TYPES (a GGUF file's bytes are read through these
 // structs, so every size and field offset is fixed by the file format), their
-// dequantisation, the two quantizers standin needs for KV-cache writes (Q8_0,
-// Q4_0) and row conversions between F32, F16 and BF16 and these types.
+// dequantisation, the quantizers of KV-cache and CPY destination types (Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1 here, the others in quants_encode.h) and row
+// conversions between F32, F16 and BF16 and these types.
 //
 // Every value is computed with the same float operations in the same order as
 // ggml (dequantize_row_*, and the quantizers noted below), so where the
@@ -671,13 +672,25 @@ SI_HD void quantize(const float * x, BlockQ5_0 & b) {
     store_high_bits(q, b.qh);
 }
 
-// The block types from_f32_row encodes (all of 32 elements), stated once.
+} // namespace standin::quant
+// The quantizers of the other types a KV cache or CPY may be written in.
+#include "kernels/common/quants_encode.h"
+namespace standin::quant {
+
+// The block types from_f32_row encodes, stated once (the last six in
+// quants_encode.h).
 #define SI_QUANT_ENCODE_TYPES(X)      \
     X(GGML_TYPE_Q8_0, BlockQ8_0)      \
     X(GGML_TYPE_Q4_0, BlockQ4_0)      \
     X(GGML_TYPE_Q4_1, BlockQ4_1)      \
     X(GGML_TYPE_Q5_0, BlockQ5_0)      \
-    X(GGML_TYPE_Q5_1, BlockQ5_1)
+    X(GGML_TYPE_Q5_1, BlockQ5_1)      \
+    X(GGML_TYPE_Q1_0, BlockQ1_0)      \
+    X(GGML_TYPE_Q2_0, BlockQ2_0)      \
+    X(GGML_TYPE_MXFP4, BlockMXFP4)    \
+    X(GGML_TYPE_NVFP4, BlockNVFP4)    \
+    X(GGML_TYPE_TQ2_0, BlockTQ2_0)    \
+    X(GGML_TYPE_IQ4_NL, BlockIQ4_NL)
 
 // --- rows --------------------------------------------------------------------
 
@@ -792,7 +805,9 @@ SI_HD bool from_f32_row(ggml_type t, const float * x, void * dst, int64_t n) {
         }
 #define SI_X(type, Block)                                                                \
         case type:                                                                       \
-            for (int64_t i = 0; i < n / kQK; ++i) quantize(x + i * kQK, static_cast<Block *>(dst)[i]); \
+            for (int64_t i = 0; i < n / Block::kElems; ++i) {                            \
+                quantize(x + i * Block::kElems, static_cast<Block *>(dst)[i]);           \
+            }                                                                            \
             return true;
         SI_QUANT_ENCODE_TYPES(SI_X)
 #undef SI_X

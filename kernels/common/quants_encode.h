@@ -1,0 +1,182 @@
+// Quantizers for the block types a KV cache or a CPY may be written in beyond
+// those quants.h encodes itself (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): Q1_0, Q2_0,
+// MXFP4, NVFP4, TQ2_0 and IQ4_NL. Each rounds exactly like ggml's reference
+// quantizer of its type, which is what ggml-cpu's SET_ROWS and CPY call and so
+// what test-backend-ops holds every backend to: the same comparisons, the
+// same float operations in the same order, products kept out of fused
+// multiply-adds (mul_unfused, quants.h). A block whose bytes differ by one
+// rounding reads back a whole quantization step away.
+//
+// Included by quants.h after its own quantizers (it uses the block layouts and
+// helpers there), whose list of encoded types (SI_QUANT_ENCODE_TYPES) names
+// these too; scalar SI_HD code, so CUDA kernels can call it too.
+#pragma once
+
+namespace standin::quant {
+
+namespace enc {
+
+// The first value of largest magnitude, and that magnitude.
+SI_HD float signed_amax(const float * x, int n, float & amax) {
+    amax = 0.0f;
+    float v = 0.0f;
+    for (int j = 0; j < n; ++j) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            v = x[j];
+        }
+    }
+    return v;
+}
+
+// The index of the E2M1 level (doubled, e2m1_twice) times d nearest to x;
+// the first one on ties.
+SI_HD int nearest_e2m1(float x, float d) {
+    int best = 0;
+    float err = fabsf(mul_unfused(float(e2m1_twice(0)), d) - x);
+    for (int i = 1; i < 16; ++i) {
+        const float e = fabsf(mul_unfused(float(e2m1_twice(i)), d) - x);
+        if (e < err) {
+            best = i;
+            err = e;
+        }
+    }
+    return best;
+}
+
+// Index of the IQ4_NL level nearest to x (the upper one of two equally near).
+SI_HD int nearest_iq4nl(float x) {
+    if (x <= float(iq4nl_level(0))) return 0;
+    if (x >= float(iq4nl_level(15))) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (x < float(iq4nl_level(mid))) hi = mid;
+        else lo = mid;
+    }
+    return x - float(iq4nl_level(hi - 1)) < float(iq4nl_level(hi)) - x ? hi - 1 : hi;
+}
+
+// Unsigned E4M3 code of x > 0 (ue4m3_half reads it back halved): the top 3
+// mantissa bits rounded up on the next bit, saturating at 0x7E (448); below
+// the normal range, the nearest multiple of 2^-9 up to 7 of them.
+SI_HD uint8_t ue4m3_of(float x) {
+    if (!(x > 0.0f)) return 0;
+    if (x > 448.0f) x = 448.0f;
+    const uint32_t bits = num::f32_bits(x);
+    int e = int((bits >> 23) & 0xFF) - 127 + 7;
+    if (e <= 0) {
+        int m = int(x * 512.0f + 0.5f);
+        m = m > 7 ? 7 : m;
+        return m < 1 ? uint8_t(0) : uint8_t(m);
+    }
+    if (e >= 15) return 0x7E;
+    int m = int((bits >> 20) & 7) + int((bits >> 19) & 1);
+    if (m > 7) {
+        m = 0;
+        if (++e >= 15) return 0x7E;
+    }
+    return uint8_t((e << 3) | m);
+}
+
+} // namespace enc
+
+// Q1_0: d = mean |x|; the bit of each element is its sign (set for x >= 0).
+SI_HD void quantize(const float * x, BlockQ1_0 & b) {
+    float sum = 0.0f;
+    for (int j = 0; j < BlockQ1_0::kElems; ++j) sum += fabsf(x[j]);
+    b.d = num::f32_to_fp16(sum / float(BlockQ1_0::kElems));
+    for (int j = 0; j < BlockQ1_0::kElems / 8; ++j) b.qs[j] = 0;
+    for (int j = 0; j < BlockQ1_0::kElems; ++j) {
+        if (x[j] >= 0.0f) b.qs[j / 8] |= uint8_t(1u << (j % 8));
+    }
+}
+
+// Q2_0: d = max |x|; field q = round(x / d) + 1 clamped to 0..3.
+SI_HD void quantize(const float * x, BlockQ2_0 & b) {
+    float amax = 0.0f;
+    for (int j = 0; j < BlockQ2_0::kElems; ++j) {
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
+    }
+    const float id = amax > 0.0f ? 1.0f / amax : 0.0f;
+    b.d = num::f32_to_fp16(amax);
+    for (int j = 0; j < BlockQ2_0::kElems / 4; ++j) b.qs[j] = 0;
+    for (int j = 0; j < BlockQ2_0::kElems; ++j) {
+        int q = int(roundf(x[j] * id)) + 1;
+        q = q < 0 ? 0 : q > 3 ? 3 : q;
+        b.qs[j / 4] |= uint8_t(q << (2 * (j % 4)));
+    }
+}
+
+// MXFP4: the power-of-two scale 2^(floor(log2 amax) - 2), each element the
+// nearest E2M1 level.
+SI_HD void quantize(const float * x, BlockMXFP4 & b) {
+    float amax;
+    enc::signed_amax(x, kQK, amax);
+    const uint8_t e = amax > 0.0f ? uint8_t(floorf(log2f(amax)) - 2.0f + 127.0f) : uint8_t(0);
+    const float d = e8m0_half(e);
+    b.e = e;
+    for (int j = 0; j < kQK / 2; ++j) {
+        b.qs[j] = uint8_t(enc::nearest_e2m1(x[j], d) | (enc::nearest_e2m1(x[j + kQK / 2], d) << 4));
+    }
+}
+
+// NVFP4: per run of 16, the E4M3 scale of amax / 6, each element the nearest
+// E2M1 level under the scale as stored.
+SI_HD void quantize(const float * x, BlockNVFP4 & b) {
+    for (int s = 0; s < 4; ++s) {
+        const float * xs = x + 16 * s;
+        float amax;
+        enc::signed_amax(xs, 16, amax);
+        const uint8_t ue = enc::ue4m3_of(amax / 6.0f);
+        b.d[s] = ue;
+        const float d = ue4m3_half(ue);
+        for (int j = 0; j < 8; ++j) {
+            b.qs[8 * s + j] = uint8_t(enc::nearest_e2m1(xs[j], d) | (enc::nearest_e2m1(xs[8 + j], d) << 4));
+        }
+    }
+}
+
+// TQ2_0: d = max |x|; each field round(x / d) + 1 (half away from zero).
+SI_HD void quantize(const float * x, BlockTQ2_0 & b) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK_K; ++j) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+    const float id = amax != 0.0f ? 1.0f / amax : 0.0f;
+    b.d = num::f32_to_fp16(amax);
+    for (int h = 0; h < 2; ++h) {
+        const float * xh = x + 128 * h;
+        for (int m = 0; m < 32; ++m) {
+            int q = 0;
+            for (int n = 0; n < 4; ++n) q += ((int(lroundf(xh[m + 32 * n] * id)) + 1) & 3) << (2 * n);
+            b.qs[32 * h + m] = uint8_t(q);
+        }
+    }
+}
+
+// IQ4_NL: levels from the scale that maps the signed value of largest
+// magnitude to level -127, then the scale refitted to those levels by least
+// squares weighted by x^2. An all-but-zero block is stored as zeros.
+SI_HD void quantize(const float * x, BlockIQ4_NL & b) {
+    float amax;
+    const float vmax = enc::signed_amax(x, kQK, amax);
+    uint8_t l[kQK];
+    float d = 0.0f;
+    if (amax < 1e-15f) {
+        for (int j = 0; j < kQK; ++j) l[j] = 0;
+    } else {
+        const float id = 1.0f / (vmax / float(iq4nl_level(0)));
+        float sumqx = 0.0f, sumq2 = 0.0f;
+        for (int j = 0; j < kQK; ++j) {
+            l[j] = uint8_t(enc::nearest_iq4nl(id * x[j]));
+            const float q = float(iq4nl_level(l[j]));
+            const float w = x[j] * x[j];
+            sumqx += mul_unfused(w * q, x[j]);
+            sumq2 += mul_unfused(w * q, q);
+        }
+        d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+    }
+    b.d = num::f32_to_fp16(d);
+    for (int j = 0; j < kQK / 2; ++j) b.qs[j] = uint8_t(l[j] | (l[j + kQK / 2] << 4));
+}
+
+} // namespace standin::quant
