@@ -20,7 +20,7 @@ Status glu(rt::host::HostStream & stream, ggml_tensor * node);             // GL
 Status reduce(rt::host::HostStream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX
 Status shape(rt::host::HostStream & stream, ggml_tensor * node);           // CONCAT REPEAT ADD1 ACC
 Status get_rows(rt::host::HostStream & stream, ggml_tensor * node);        // GET_ROWS (float and block types -> F32)
-Status set_rows(rt::host::HostStream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1)
+Status set_rows(rt::host::HostStream & stream, ggml_tensor * node);        // SET_ROWS (F32/F16 -> every type quant::can_encode takes)
 Status mul_mat(rt::host::HostStream & stream, ggml_tensor * node);         // MUL_MAT (float and block-quantized weights)
 Status copy_quant(rt::host::HostStream & stream, ggml_tensor * node);      // CPY DUP CONT with a block type (from copy)
 // cpy_int.cpp: the copy rows' entry: integer and F32<->I32 copies, the rest to copy()

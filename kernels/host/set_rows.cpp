@@ -1,7 +1,7 @@
 // SET_ROWS (KV-cache writes): scatter the rows of src[0] (F32 or F16) into the
 // destination at the row numbers given by src[1] (I64 or I32), encoding them
 // to the destination type (F32, F16, BF16, or a block type of quants.h's
-// encode list - Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 - with ggml-cpu's rounding).
+// encode list, SI_QUANT_ENCODE_TYPES, with ggml-cpu's rounding).
 // The node is a view of the destination.
 // With src (ne00, ne01, ne02, ne03) and indices (ne01, ne11, ne12), indices
 // broadcast over dims 2 and 3:
