@@ -74,5 +74,7 @@ Status pad(rt::host::HostStream & stream, ggml_tensor * node);             // PA
 Status pad_reflect_1d(rt::host::HostStream & stream, ggml_tensor * node);  // PAD_REFLECT_1D
 // out_prod.cpp: training graphs
 Status out_prod(rt::host::HostStream & stream, ggml_tensor * node);        // OUT_PROD (float and block-type src0)
+// backward.cpp: the other training ops
+Status backward(rt::host::HostStream & stream, ggml_tensor * node);  // *_BACK, CROSS_ENTROPY_LOSS(_BACK), COUNT_EQUAL, OPT_STEP_*
 
 } // namespace standin::kernels::host
