@@ -638,7 +638,7 @@ Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node) {
         const size_t vb = v->type == GGML_TYPE_F16 ? 0 : size_t(ggml_nelements(v)) * 2;
         cudaStream_t st = cs.begin_launch();
         if (!scratch_alloc(&cvt, kb + vb, st)) {
-            return false;
+            return Status::out_of_memory;
         }
         __half * out = static_cast<__half *>(cvt);
         __half * vout = out + kb / 2;

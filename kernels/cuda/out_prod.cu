@@ -129,7 +129,7 @@ Status out_prod(rt::cuda::CudaStream & stream, ggml_tensor * node) {
         const int64_t qk = quant::block_elems(a->type);
         const int64_t n = ggml_nelements(a);
         if (!scratch_alloc(&scratch, size_t(n) * sizeof(float), st)) {
-            return false;
+            return Status::out_of_memory;
         }
         decode_kernel<<<grid_for(n / qk, kThreads), kThreads, 0, st>>>(shape_of(a), static_cast<const char *>(a->data),
                                                                        static_cast<float *>(scratch), qk, n / qk);
