@@ -1,18 +1,146 @@
-// Quantizers for the block types a KV cache or a CPY may be written in beyond
-// those quants.h encodes itself (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): Q1_0, Q2_0,
-// MXFP4, NVFP4, TQ2_0 and IQ4_NL. Each rounds exactly like ggml's reference
-// quantizer of its type, which is what ggml-cpu's SET_ROWS and CPY call and so
-// what test-backend-ops holds every backend to: the same comparisons, the
+// Quantizers for the block types a KV cache or a CPY may be written in: Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q1_0, Q2_0, MXFP4, NVFP4, TQ2_0 and IQ4_NL. Each
+// rounds exactly like the quantizer ggml-cpu's SET_ROWS and CPY call for its
+// type (the reference one but for Q8_0, below), which is what
+// test-backend-ops holds every backend to: the same comparisons, the
 // same float operations in the same order, products kept out of fused
-// multiply-adds (mul_unfused, quants.h). A block whose bytes differ by one
+// multiply-adds (mul_unfused, below). A block whose bytes differ by one
 // rounding reads back a whole quantization step away.
 //
-// Included by quants.h after its own quantizers (it uses the block layouts and
-// helpers there), whose list of encoded types (SI_QUANT_ENCODE_TYPES) names
-// these too; scalar SI_HD code, so CUDA kernels can call it too.
+// Included by quants.h after its block layouts and decoders (which it uses),
+// whose list of encoded types (SI_QUANT_ENCODE_TYPES) names these; scalar
+// SI_HD code, so CUDA kernels can call it too.
 #pragma once
 
 namespace standin::quant {
+
+// --- quantizers ----------------------------------------------------------------
+// These round exactly like ggml's CPU backend, which is what test-backend-ops
+// holds every backend to (a KV cache written by SET_ROWS must hold the same
+// bytes): for Q4_0 that is the reference quantize_row_q4_0_ref; for Q8_0 the
+// CPU backend's own quantizer, which differs from the reference only on exact
+// ties (it multiplies by 127/amax and rounds half to even).
+
+// a * b rounded to float and never fused with a following add (the host kernels
+// are compiled with FMA contraction on; the reference is not). The empty asm
+// hides the product from the optimizer, so it cannot form an FMA with it.
+SI_HD float mul_unfused(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#elif defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    float p = a * b;
+    __asm__("" : "+x"(p));
+    return p;
+#else
+    volatile float p = a * b;
+    return p;
+#endif
+}
+
+// Q8_0: d = amax / 127, q = x * (127 / amax) rounded half to even.
+SI_HD void quantize(const float * x, BlockQ8_0 & b) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+        const float a = fabsf(x[j]);
+        amax = amax > a ? amax : a;
+    }
+    const float d  = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    b.d = num::f32_to_fp16(d);
+    for (int j = 0; j < kQK; ++j) {
+        b.qs[j] = int8_t(rintf(x[j] * id));
+    }
+}
+
+// Q4_0: the signed value of largest magnitude maps to -8; the others to
+// trunc(x/d + 8.5) clamped to 15.
+SI_HD void quantize(const float * x, BlockQ4_0 & b) {
+    // vmax: the first element of largest magnitude (NaN never compares larger),
+    // found without data-dependent branches in the max loop.
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+        const float a = fabsf(x[j]);
+        amax = a > amax ? a : amax;
+    }
+    float vmax = 0.0f;
+    if (amax > 0.0f) {
+        for (int j = 0; j < kQK; ++j) {
+            if (fabsf(x[j]) == amax) {
+                vmax = x[j];
+                break;
+            }
+        }
+    }
+    const float d  = vmax / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b.d = num::f32_to_fp16(d);
+    for (int j = 0; j < kQK / 2; ++j) {
+        const int lo = int(int8_t(mul_unfused(x[j], id) + 8.5f));
+        const int hi = int(int8_t(mul_unfused(x[j + kQK / 2], id) + 8.5f));
+        b.qs[j] = uint8_t((lo < 15 ? lo : 15) | ((hi < 15 ? hi : 15) << 4));
+    }
+}
+
+// Q4_1 and Q5_1: d = (max - min) / (2^bits - 1), m = min, and
+// q = trunc((x - min) / d + 0.5), Q4_1's clamped to 15 (Q5_1's largest value
+// rounds to 31 itself). The 1/d multiply is never fused with the add.
+template <int kLevels, typename Block> SI_HD void quantize_with_min(const float * x, Block & b, uint8_t (&q)[kQK]) {
+    float lo = 3.402823466e+38f, hi = -3.402823466e+38f;  // FLT_MAX, as the reference starts
+    for (int j = 0; j < kQK; ++j) {
+        lo = x[j] < lo ? x[j] : lo;
+        hi = x[j] > hi ? x[j] : hi;
+    }
+    const float d  = (hi - lo) / float(kLevels - 1);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b.d = num::f32_to_fp16(d);
+    b.m = num::f32_to_fp16(lo);
+    for (int j = 0; j < kQK; ++j) {
+        const int v = int(int8_t(mul_unfused(x[j] - lo, id) + 0.5f));
+        q[j] = uint8_t(v < kLevels - 1 ? v : kLevels - 1);
+    }
+}
+
+// The fifth bits of 32 five-bit values, bit j for element j (little-endian).
+SI_HD void store_high_bits(const uint8_t (&q)[kQK], uint8_t (&qh)[4]) {
+    uint32_t h = 0;
+    for (int j = 0; j < kQK; ++j) h |= uint32_t((q[j] >> 4) & 1u) << j;
+    for (int i = 0; i < 4; ++i) qh[i] = uint8_t(h >> (8 * i));
+}
+
+SI_HD void quantize(const float * x, BlockQ4_1 & b) {
+    uint8_t q[kQK];
+    quantize_with_min<16>(x, b, q);
+    for (int j = 0; j < kQK / 2; ++j) b.qs[j] = uint8_t(q[j] | (q[j + kQK / 2] << 4));
+}
+
+SI_HD void quantize(const float * x, BlockQ5_1 & b) {
+    uint8_t q[kQK];
+    quantize_with_min<32>(x, b, q);
+    for (int j = 0; j < kQK / 2; ++j) b.qs[j] = uint8_t((q[j] & 15) | ((q[j + kQK / 2] & 15) << 4));
+    store_high_bits(q, b.qh);
+}
+
+// Q5_0: as Q4_0 with 32 levels: the signed value of largest magnitude maps
+// to -16, the others to trunc(x/d + 16.5) clamped to 31.
+SI_HD void quantize(const float * x, BlockQ5_0 & b) {
+    float amax = 0.0f, vmax = 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            vmax = x[j];
+        }
+    }
+    const float d  = vmax / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b.d = num::f32_to_fp16(d);
+    uint8_t q[kQK];
+    for (int j = 0; j < kQK; ++j) {
+        const int v = int(int8_t(mul_unfused(x[j], id) + 16.5f));
+        q[j] = uint8_t(v < 31 ? v : 31);
+    }
+    for (int j = 0; j < kQK / 2; ++j) b.qs[j] = uint8_t((q[j] & 15) | ((q[j + kQK / 2] & 15) << 4));
+    store_high_bits(q, b.qh);
+}
 
 namespace enc {
 
