@@ -29,6 +29,7 @@
 #include <atomic>
 
 #include "kernels/cuda/act_round.cuh"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mmq.cuh"
 #include "kernels/cuda/mmq_formats.cuh"
@@ -42,30 +43,6 @@ namespace cg = cooperative_groups;
 using namespace mmq;
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
-
-__device__ __forceinline__ uint32_t smem_addr(const void * p) {
-    return uint32_t(__cvta_generic_to_shared(p));
-}
-
-// cp.async of 16 (L2 only) or 4 bytes; `valid` false writes zeros instead.
-template <int kPiece> __device__ __forceinline__ void cp_async(void * dst, const void * src, bool valid) {
-    if constexpr (kPiece == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                     "r"(valid ? 16 : 0)
-                     : "memory");
-    } else if constexpr (kPiece == 8) {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                     "r"(valid ? 8 : 0)
-                     : "memory");
-    } else {
-        static_assert(kPiece == 4, "cp.async copies 4, 8 or 16 bytes");
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                     "r"(valid ? 4 : 0)
-                     : "memory");
-    }
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 __device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"

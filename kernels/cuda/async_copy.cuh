@@ -1,0 +1,42 @@
+// Asynchronous global-to-shared copies (cp.async, sm_80 and later): a thread
+// issues copies of 4, 8 or 16 bytes, closes them into a group, and later
+// waits until at most N of its groups are still in flight. The copies travel
+// without occupying registers, so a kernel streaming weights can keep several
+// stages of them in flight at once (mmq.cu's tiles, the mat-vec's ring in
+// mul_mat_vec_q8.cu). Completion is per thread: after cp_wait a block or warp
+// barrier makes the other threads' bytes visible.
+#pragma once
+
+#include <cstdint>
+
+namespace standin::kernels::cuda {
+
+__device__ __forceinline__ uint32_t smem_addr(const void * p) {
+    return uint32_t(__cvta_generic_to_shared(p));
+}
+
+// cp.async of 16 (L2 only), 8 or 4 bytes; `valid` false writes zeros instead.
+template <int kPiece> __device__ __forceinline__ void cp_async(void * dst, const void * src, bool valid) {
+    if constexpr (kPiece == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 16 : 0)
+                     : "memory");
+    } else if constexpr (kPiece == 8) {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 8 : 0)
+                     : "memory");
+    } else {
+        static_assert(kPiece == 4, "cp.async copies 4, 8 or 16 bytes");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 4 : 0)
+                     : "memory");
+    }
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+} // namespace standin::kernels::cuda
