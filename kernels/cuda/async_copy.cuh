@@ -1,10 +1,12 @@
 // Asynchronous global-to-shared copies (cp.async, sm_80 and later): a thread
 // issues copies of 4, 8 or 16 bytes, closes them into a group, and later
 // waits until at most N of its groups are still in flight. The copies travel
-// without occupying registers, so a kernel streaming weights can keep several
-// stages of them in flight at once (mmq.cu's tiles, the mat-vec's ring in
-// mul_mat_vec_q8.cu). Completion is per thread: after cp_wait a block or warp
-// barrier makes the other threads' bytes visible.
+// without occupying registers, so a kernel can keep several stages of its
+// tiles in flight at once (mmq.cu). Completion is per thread: after cp_wait a
+// block or warp barrier makes the other threads' bytes visible.
+// (Tried for the one-column mat-vec of mul_mat_vec_q8.cu, a ring of 4 chunks
+// per warp: 21.0 us against 18.6 for 4096 x 14336 Q4_0 on the H200, and 1B
+// Q4_0 decode 720 against 758 t/s: that kernel is not short of bytes in flight.)
 #pragma once
 
 #include <cstdint>
