@@ -290,15 +290,12 @@ bool cuda_get_rows(const ggml_tensor * n) {
 }
 
 // The types quants.h encodes that set_rows.cu and cpy_quant.cu (which encode
-// through from_f32_row, a block of 32 per thread) have run on a GPU: the
-// float types and Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (results/h200/summary-34.txt).
-// MXFP4 and IQ4_NL have not: claimed only under GGML_STANDIN_CUDA_UNPROVEN=1.
+// through from_f32_row, a block of 32 per thread) run: the float types and
+// every encoder of 32-element blocks, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (run on the
+// H200: results/h200/summary-34.txt), MXFP4 and IQ4_NL (summary-36.txt).
 // Q1_0, Q2_0, NVFP4 and TQ2_0 blocks are not of 32: host only.
 bool cuda_encodes(ggml_type t) {
-    const bool proven = is_float_type(t) || t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 ||
-                        t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1;
-    return quant::can_encode(t) &&
-           (proven || (diag::config().cuda_unproven && quant::block_elems(t) == quant::kQK));
+    return quant::can_encode(t) && (is_float_type(t) || quant::block_elems(t) == quant::kQK);
 }
 
 bool cuda_set_rows(const ggml_tensor * n) { return sup_set_rows(n) && cuda_encodes(n->type); }
