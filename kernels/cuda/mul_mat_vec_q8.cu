@@ -287,8 +287,6 @@ template <int T, int NC, int R, int RW> void launch_q8_k(const Q8Group & g, cuda
     }();
     if (stages == 4) {
         launch_q8_s<T, NC, R, RW, 4>(g, st);
-    } else if (stages == 2) {
-        launch_q8_s<T, NC, R, RW, 2>(g, st);
     } else {
         launch_q8_s<T, NC, R, RW, 3>(g, st);
     }
