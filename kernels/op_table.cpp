@@ -313,12 +313,12 @@ bool cuda_copy(const ggml_tensor * n) {
     return memcpy_case || s->type != n->type || ggml_type_size(s->type) % 2 == 0;  // decodes read bytes (MXFP4: 17)
 }
 
-// No VISION mode (its per-section angle restarts stay on the host); the
-// cos/sin cache of one position must fit in shared memory (Note [kernel limits]).
+// The cos/sin cache of one position must fit in shared memory (Note [kernel
+// limits]): n_dims floats, twice that in VISION mode (every channel rotated).
 bool cuda_rope(const ggml_tensor * n) {
     const int32_t * p = reinterpret_cast<const int32_t *>(n->op_params);
-    return sup_rope(n) && p[2] != GGML_ROPE_TYPE_VISION &&
-           int64_t(p[1]) * int64_t(sizeof(float)) <= cuda::limits::kRopeCacheBytes;
+    const int64_t floats = (p[2] == GGML_ROPE_TYPE_VISION ? 2 : 1) * int64_t(p[1]);
+    return sup_rope(n) && floats * int64_t(sizeof(float)) <= cuda::limits::kRopeCacheBytes;
 }
 
 // K/V pairs the kernels do not read natively - block-quantized caches
@@ -336,12 +336,15 @@ bool cuda_flash_attn(const ggml_tensor * n) {
            q->ne[2] <= cuda::limits::kGridYZ && q->ne[3] <= cuda::limits::kGridYZ;
 }
 
-// CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes); ADD1 and ACC take
-// the host predicate (kernels/cuda/tensor_build.cu).
+// CONCAT and REPEAT of element types (1, 2, 4 or 8 bytes), and CONCAT of
+// block types under sup_shape's condition (copied in units that divide the
+// block: kernels/cuda/shape.cu); ADD1 and ACC take the host predicate
+// (kernels/cuda/tensor_build.cu).
 bool cuda_shape(const ggml_tensor * n) {
     if (n->op != GGML_OP_CONCAT && n->op != GGML_OP_REPEAT) return false;
     const size_t es = ggml_type_size(n->type);
-    return sup_shape(n) && ggml_blck_size(n->type) == 1 && (es == 1 || es == 2 || es == 4 || es == 8);
+    const bool element = ggml_blck_size(n->type) == 1 && (es == 1 || es == 2 || es == 4 || es == 8);
+    return sup_shape(n) && (element || (n->op == GGML_OP_CONCAT && ggml_blck_size(n->type) > 1));
 }
 
 #endif  // STANDIN_WITH_CUDA

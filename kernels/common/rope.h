@@ -163,6 +163,27 @@ SI_HD void rope_cache_fill(const RopeParams & rp, const float pos[4], const floa
     }
 }
 
+// The angle rope_cache_fill uses for pair k in VISION mode (before frequency
+// factors and YaRN), replayed alone: the same resets and the same products in
+// the same order, so a thread that needs one pair gets the host's value.
+SI_HD float rope_vision_theta(const RopeParams & rp, const float pos[4], float theta_scale, int k) {
+    const int * sec      = rp.sections;
+    const int sect_dims  = sec[0] + sec[1] + sec[2] + sec[3];
+    const int starts[4]  = {0, sec[0], sec[0] + sec[1], sec[0] + sec[1] + sec[2]};
+    float     theta[4]   = {pos[0], pos[1], pos[2], pos[3]};
+    for (int j = 0;; ++j) {
+        const int sector = j % sect_dims;
+        for (int q = 0; q < 4; ++q) {
+            if (sector == starts[q]) {
+                theta[q] = pos[q];
+                break;
+            }
+        }
+        if (j == k) return theta[rope_mrope_stream(sector, sec, false)];
+        for (int q = 0; q < 4; ++q) theta[q] *= theta_scale;
+    }
+}
+
 // Closed form of the non-multi-section angle of pair i0 before frequency
 // factors and YaRN: pos * theta_scale^(i0/2). Equal to the cache's value up to
 // the rounding of the repeated product.

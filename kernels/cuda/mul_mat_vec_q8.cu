@@ -10,12 +10,10 @@
 //     formats with a minimum). These are ggml-cpu's products, regrouped: the
 //     offset costs one multiply per block instead of a subtraction per code.
 // Memory: blocks are only 2-byte aligned, but 8 consecutive blocks are a
-// multiple of 16 bytes for all five formats. Each warp therefore streams its
-// rows in chunks of runs of 8 blocks through a ring of kStages chunks in
-// shared memory, filled by 16-byte cp.async (coalesced): kStages - 1 chunks
-// are in flight while one is decoded. A single chunk ahead (the kernel
-// before) left each warp waiting a full memory round trip per chunk, about
-// 1.8 TB/s on the H200 at one column. A lane decodes a quarter of a block (8 codes) of each of RW rows
+// multiple of 16 bytes for all five formats. Each warp therefore copies the
+// next runs of 8 blocks of its rows with 16-byte loads into shared memory
+// (coalesced), and issues the loads of the chunk after that before decoding
+// this one. A lane decodes a quarter of a block (8 codes) of each of RW rows
 // against one load of the activations, so with RW = 4 the activation loads
 // and their addressing are shared by four rows: decode is bound by
 // instructions per weight, not by bytes in flight (measured: results/h200).
@@ -28,11 +26,8 @@
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'type_a=q[458]_[01].*n=[1-8],')
 // and -o MUL_MAT_VEC_FUSION (grouped launches); the logits ctests
 // (model.logits.*.cuda); time with `perf`.
-#include <cstdlib>
-
 #include "diag/check.h"
 #include "kernels/cuda/act_round.cuh"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/dequant.cuh"
@@ -44,7 +39,7 @@ namespace standin::kernels::cuda::mm {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kRun = 8;     // blocks per 16-byte aligned run
+constexpr int kRun = 8;  // blocks per 16-byte aligned run
 
 // One format: its block size, how many runs a warp stages per row at a time
 // with one row (about 1 KiB), the constant offset of its codes (0 for the
@@ -152,14 +147,14 @@ template <int NC, int R> constexpr int kMinBlocks = NC != 1 ? 1 : R > 1 ? 8 : 5;
 // kWarps), kWarps / R row groups per block. Each warp streams its share of
 // the rows in chunks of kURow runs per row: the next chunk's 16-byte loads
 // are issued before the current one is decoded.
-template <int T, int NC, int R, int RW, int kStages>
+template <int T, int NC, int R, int RW>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
     constexpr int kURow = F::kU / RW > 0 ? F::kU / RW : 1;
     constexpr int kChunk = kURow * kRun * F::kBytes;  // bytes of one row a warp stages at once
     static_assert(kChunk % 16 == 0, "runs of 8 blocks are whole 16-byte words");
-    constexpr int kWords = kChunk / 16, kCopies = (RW * kWords + 31) / 32;
-    __shared__ uint4 stage[kWarps][kStages][RW][kWords];
+    constexpr int kWords = kChunk / 16, kLoads = (kWords + 31) / 32;
+    __shared__ uint4 stage[kWarps][RW][kWords];
     __shared__ float part_sums[kWarps][RW * NC];
 
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
@@ -183,38 +178,37 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
 #pragma unroll
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
 
-        // Chunk `chunk` of the warp's RW rows into ring slot `slot`: the RW x
-        // kWords words spread over the lanes (the last chunk of a row may be
-        // shorter). One commit group per chunk, empty past the row's end, so
-        // the wait below always counts kStages - 1 groups.
-        auto issue = [&](int64_t chunk, int slot) {
-            if (chunk < n_chunks) {
-                const int64_t r0 = chunk * kURow;
-                const int words = int((n_runs - r0 < kURow ? n_runs - r0 : kURow) * kRun * F::kBytes / 16);
+        uint4 buf[RW][kLoads];
+        auto fetch = [&](int64_t chunk) {
+            const int64_t r0 = chunk * kURow;
+            const int words = int((n_runs - r0 < kURow ? n_runs - r0 : kURow) * kRun * F::kBytes / 16);
 #pragma unroll
-                for (int i = 0; i < kCopies; ++i) {
-                    const int idx = lane + 32 * i, r = idx / kWords, w = idx % kWords;
-                    if (idx < RW * kWords && w < words) {
-                        const uint4 * src = reinterpret_cast<const uint4 *>(row + r * p.a_nb1 + r0 * kRun * F::kBytes);
-                        cp_async<16>(&stage[warp][slot][r][w], src + w, true);
-                    }
+            for (int r = 0; r < RW; ++r) {
+                const uint4 * src = reinterpret_cast<const uint4 *>(row + r * p.a_nb1 + r0 * kRun * F::kBytes);
+#pragma unroll
+                for (int i = 0; i < kLoads; ++i) {
+                    const int w = lane + 32 * i;
+                    if (w < words) buf[r][i] = __ldg(src + w);
                 }
             }
-            cp_commit();
         };
         int64_t chunk = live ? sub : n_chunks;
-        // Weights: before the wait (Note [dependent launch]).
-#pragma unroll
-        for (int s = 0; s < kStages - 1; ++s) issue(chunk + int64_t(s) * R, s);
+        if (chunk < n_chunks) fetch(chunk);  // weights: before the wait (Note [dependent launch])
         pdl_wait();
         pdl_trigger();
-        for (int it = 0; chunk < n_chunks; chunk += R, ++it) {
+        for (; chunk < n_chunks; chunk += R) {
             const int64_t r0 = chunk * kURow;
             const int runs = n_runs - r0 < kURow ? int(n_runs - r0) : kURow;
-            const int slot = it % kStages;
-            issue(chunk + int64_t(kStages - 1) * R, (it + kStages - 1) % kStages);
-            cp_wait<kStages - 1>();  // this lane's copies of `chunk` are in
-            __syncwarp();            // and every lane's are visible
+            __syncwarp();
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+#pragma unroll
+                for (int i = 0; i < kLoads; ++i) {
+                    if (lane + 32 * i < kWords) stage[warp][r][lane + 32 * i] = buf[r][i];
+                }
+            }
+            __syncwarp();
+            if (chunk + R < n_chunks) fetch(chunk + R);  // in flight while this chunk is decoded
             const int64_t ib0 = r0 * kRun + blk_in_run;    // block of the row this lane starts at
 #pragma unroll
             for (int u = 0; u < kURow; ++u) {
@@ -239,8 +233,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
                     for (int r = 0; r < RW; ++r) {
                         int lo, hi;
                         float d, mn;
-                        F::get(reinterpret_cast<const uint8_t *>(stage[warp][slot][r]) +
-                                   (u * kRun + blk_in_run) * F::kBytes,
+                        F::get(reinterpret_cast<const uint8_t *>(stage[warp][r]) + (u * kRun + blk_in_run) * F::kBytes,
                                part, lo, hi, d, mn);
 #pragma unroll
                         for (int c = 0; c < NC; ++c) {
@@ -257,7 +250,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
                     }
                 }
             }
-            __syncwarp();  // the slot is refilled next iteration
         }
         RowAdd add = p.add;
         if (add.dst != nullptr) {
@@ -269,27 +261,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
     }
 }
 
-template <int T, int NC, int R, int RW, int S> void launch_q8_s(const Q8Group & g, cudaStream_t st) {
+template <int T, int NC, int R, int RW> void launch_q8_k(const Q8Group & g, cudaStream_t st) {
     constexpr int kGroups = kWarps / R;  // row groups per block
     const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
-    // The ring's shared memory must not cut the blocks per SM the registers allow.
-    static const bool carved = cudaFuncSetAttribute(mmv_q8_kernel<T, NC, R, RW, S>,
-                                                    cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                    int(cudaSharedmemCarveoutMaxShared)) == cudaSuccess;
-    (void) carved;
-    launch(mmv_q8_kernel<T, NC, R, RW, S>, grid, dim3(kWarps * 32), 0, st, g);
-}
-
-template <int T, int NC, int R, int RW> void launch_q8_k(const Q8Group & g, cudaStream_t st) {
-    static const int stages = [] {
-        const char * v = std::getenv("STANDIN_EXPERIMENT_MMV_STAGES");
-        return v != nullptr ? std::atoi(v) : 3;
-    }();
-    if (stages == 4) {
-        launch_q8_s<T, NC, R, RW, 4>(g, st);
-    } else {
-        launch_q8_s<T, NC, R, RW, 3>(g, st);
-    }
+    launch(mmv_q8_kernel<T, NC, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
 // A warp per row group while there are enough groups to fill the GPU with

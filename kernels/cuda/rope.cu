@@ -4,9 +4,9 @@
 // per index for MROPE / IMROPE), optional frequency factors (src2, F32) and
 // YaRN scaling, with the numerics of kernels/common/rope.h. Modes: NORMAL
 // (pairs i, i+1), NEOX (i, i + n_dims/2), MROPE / IMROPE (NEOX pairing,
-// section-wise positions). VISION is left to the host (its per-section angle
-// restarts are not mirrored here; the predicate refuses it). Channels outside
-// the rotated window are copied. F32 or F16 rows (dst has src0's type),
+// section-wise positions), VISION (all of dim 0, pairs i, i + n_dims; each
+// section restarts its angle, replayed per pair by rope_vision_theta).
+// Channels outside the rotated window are copied. F32 or F16 rows (dst has src0's type),
 // contiguous in dim 0 per the predicate (addressed through nb[0] anyway).
 //
 // One block per (i2, i3) and group of heads: its threads first build the
@@ -74,19 +74,30 @@ __device__ __forceinline__ void store_both(const Shape & d, char * y, const Cach
     if (char * c = cache_at(co, i0, i1, i2, d.ne[0])) store_f(co.type, c, v);
 }
 
-// cache[2k], cache[2k+1] = cos, sin of pair k (k < n_dims/2).
+// Pairs of one row: n_dims / 2, or n_dims in VISION mode (all of dim 0).
+__host__ __device__ inline int64_t rope_pairs(const num::RopeParams & rp) {
+    return rp.mode == num::kRopeVision ? rp.n_dims : rp.n_dims / 2;
+}
+
+// cache[2k], cache[2k+1] = cos, sin of pair k (k < rope_pairs).
 __device__ void fill_cache(const RopeArgs & ra, const int32_t * pos, int64_t i2, int64_t ne2, const float * ff,
                            float * cache) {
     const num::RopeParams & rp = ra.rp;
-    const bool multi = num::rope_is_mrope(rp.mode);
+    const bool multi = num::rope_is_mrope(rp.mode), vision = rp.mode == num::kRopeVision;
     const int sect_dims = rp.sections[0] + rp.sections[1] + rp.sections[2] + rp.sections[3];
-    for (int k = threadIdx.x; k < rp.n_dims / 2; k += blockDim.x) {
-        int stream = 0;
-        if (multi) {
-            stream = num::rope_mrope_stream(k % sect_dims, rp.sections, rp.mode == num::kRopeImrope);
+    for (int k = threadIdx.x; k < rope_pairs(rp); k += blockDim.x) {
+        float theta;
+        if (vision) {
+            const float p[4] = {float(pos[i2]), float(pos[i2 + ne2]), float(pos[i2 + 2 * ne2]), float(pos[i2 + 3 * ne2])};
+            theta = num::rope_vision_theta(rp, p, ra.theta_scale, k);
+        } else {
+            int stream = 0;
+            if (multi) {
+                stream = num::rope_mrope_stream(k % sect_dims, rp.sections, rp.mode == num::kRopeImrope);
+            }
+            theta = float(pos[i2 + ne2 * stream]);
+            for (int j = 0; j < k; ++j) theta *= ra.theta_scale;
         }
-        float theta = float(pos[i2 + ne2 * stream]);
-        for (int j = 0; j < k; ++j) theta *= ra.theta_scale;
         const float f = ff != nullptr ? ff[k] : 1.0f;
         float c, s;
         num::rope_yarn(theta / f, rp.freq_scale, ra.corr, 2 * k, rp.ext_factor, rp.attn_factor, &c, &s);
@@ -102,7 +113,7 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
     extern __shared__ float cache[];
     const num::RopeParams & rp = ra.rp;
     const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2], ne3 = a.ne[3];
-    const int64_t npairs = rp.n_dims / 2;
+    const int64_t npairs = rope_pairs(rp), rotated = 2 * npairs;  // channels rotated, from n_offs
     const bool normal = rp.mode == num::kRopeNormal;
     const int64_t per_group = (ne1 + gridDim.z - 1) / gridDim.z;  // heads per block
     const int64_t h0 = int64_t(blockIdx.z) * per_group, h1 = h0 + per_group < ne1 ? h0 + per_group : ne1;
@@ -124,10 +135,10 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
                 store_both(d, y, co, ic + off, i1, i2, x0 * s + x1 * c);
             }
             if (ra.copy_rest || co.d != nullptr) {  // in place, the cache still needs the rest
-                const int64_t rest = ne0 - rp.n_dims;
+                const int64_t rest = ne0 - rotated;
                 for (int64_t t = h0 * rest + threadIdx.x; t < h1 * rest; t += blockDim.x) {
                     const int64_t i1 = t / rest, j = t % rest;
-                    const int64_t i0 = j < rp.n_offs ? j : j + rp.n_dims;
+                    const int64_t i0 = j < rp.n_offs ? j : j + rotated;
                     store_both(d, row_at(dd, d, i1, i2, i3), co, i0, i1, i2,
                                load_f(a.type, row_at(ad, a, i1, i2, i3) + i0 * a.nb[0]));
                 }
@@ -143,8 +154,9 @@ Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const Cach
     }
     RopeArgs ra;
     ra.rp = num::rope_params_from(reinterpret_cast<const int32_t *>(node->op_params));
-    if (ra.rp.mode == num::kRopeVision || ra.rp.n_dims <= 0 || ra.rp.n_dims % 2 != 0) {
-        return false;
+    if (ra.rp.n_dims <= 0 || ra.rp.n_dims % 2 != 0 ||
+        (ra.rp.mode == num::kRopeVision && (2 * int64_t(ra.rp.n_dims) != src->ne[0] || ra.rp.n_offs != 0))) {
+        return false;  // the support predicate (op_table.cpp) refuses these
     }
     num::rope_yarn_corr_dims(ra.rp.n_dims, ra.rp.n_ctx_orig, ra.rp.freq_base, ra.rp.beta_fast, ra.rp.beta_slow,
                              ra.corr);
@@ -156,7 +168,7 @@ Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const Cach
     if (ggml_nelements(node) == 0) {
         return true;
     }
-    const int64_t positions = src->ne[2] * src->ne[3], pairs = src->ne[1] * (ra.rp.n_dims / 2);
+    const int64_t positions = src->ne[2] * src->ne[3], pairs = src->ne[1] * rope_pairs(ra.rp);
     int64_t groups = 1;
     if (positions < kFillBlocks) {
         groups = (pairs + kBlock - 1) / kBlock;
@@ -165,7 +177,7 @@ Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const Cach
     }
     const dim3 grid(unsigned(src->ne[2] < limits::kGridX ? src->ne[2] : limits::kGridX), grid_yz(src->ne[3]),
                     unsigned(groups < limits::kGridYZ ? groups : limits::kGridYZ));
-    const size_t smem = size_t(ra.rp.n_dims) * sizeof(float);
+    const size_t smem = size_t(2 * rope_pairs(ra.rp)) * sizeof(float);
     if (int64_t(smem) > limits::kRopeCacheBytes) return false;  // the CUDA predicate refuses these
     launch(rope_kernel, dim3(grid), dim3(kBlock), smem, stream_of(stream), shape_of(node), shape_of(src), static_cast<char *>(node->data), static_cast<const char *>(src->data),
         static_cast<const int32_t *>(node->src[1]->data),

@@ -1,9 +1,12 @@
 // Data movement on the CUDA device, as kernels/host/shape.cpp:
 //   CONCAT: dst = src0 followed by src1 along dim op_params[0] (any dim)
 //   REPEAT: dst = src0 tiled to dst's shape (each dim a multiple of src0's)
-// Element-sized types only (ggml_blck_size 1: F32, F16, BF16, I8..I64, F64; the
-// predicate refuses block types), any strides. One thread per dst element,
-// copying the element's bytes (1, 2, 4 or 8).
+// Element-sized types (ggml_blck_size 1: F32, F16, BF16, I8..I64, F64), any
+// strides: one thread per dst element, copying the element's bytes (1, 2, 4
+// or 8). CONCAT also takes block-quantized types with contiguous rows (the
+// predicate's condition, as the host's): a row of blocks is then a row of
+// copy units, the widest of 8, 4, 2 or 1 bytes that divides the block size,
+// and a dim-0 split falls between blocks, so the same kernel copies units.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o CONCAT (REPEAT)
 #include "kernels/cuda/common.cuh"
@@ -52,15 +55,36 @@ __global__ void repeat_kernel(Shape d, Shape a, char * dd, const char * ad, int6
     }
 }
 
+// A block-type t as a tensor of `unit`-byte copy units: dim 0 counts units
+// of its rows (rows contiguous: nb[0] is the block size), the other dims are
+// unchanged. Element types keep their shape (any strides).
+Shape in_units(const ggml_tensor * t, size_t unit) {
+    Shape s = shape_of(t);
+    if (ggml_blck_size(t->type) > 1) {
+        s.ne[0] = t->ne[0] / ggml_blck_size(t->type) * int64_t(ggml_type_size(t->type) / unit);
+        s.nb[0] = int64_t(unit);
+    }
+    return s;
+}
+
+// Whether every address a unit copy of t touches is `unit`-aligned.
+bool unit_aligned(const ggml_tensor * t, size_t unit) {
+    bool ok = reinterpret_cast<uintptr_t>(t->data) % unit == 0;
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) ok = ok && t->nb[i] % unit == 0;
+    return ok;
+}
+
 template <typename E> void launch(ggml_tensor * node, cudaStream_t st) {
-    const int64_t n = ggml_nelements(node);
     const ggml_tensor * a = node->src[0];
     if (node->op == GGML_OP_CONCAT) {
         const ggml_tensor * b = node->src[1];
+        const Shape d = in_units(node, sizeof(E));
+        const int64_t n = d.ne[0] * d.ne[1] * d.ne[2] * d.ne[3];
         concat_kernel<E><<<grid_for(n, kBlock), kBlock, 0, st>>>(
-            shape_of(node), shape_of(a), shape_of(b), static_cast<char *>(node->data),
+            d, in_units(a, sizeof(E)), in_units(b, sizeof(E)), static_cast<char *>(node->data),
             static_cast<const char *>(a->data), static_cast<const char *>(b->data), node->op_params[0], n);
     } else {
+        const int64_t n = ggml_nelements(node);
         repeat_kernel<E><<<grid_for(n, kBlock), kBlock, 0, st>>>(shape_of(node), shape_of(a),
                                                                   static_cast<char *>(node->data),
                                                                   static_cast<const char *>(a->data), n);
@@ -70,18 +94,31 @@ template <typename E> void launch(ggml_tensor * node, cudaStream_t st) {
 } // namespace
 
 Status shape(rt::cuda::CudaStream & stream, ggml_tensor * node) {
-    if ((node->op != GGML_OP_CONCAT && node->op != GGML_OP_REPEAT) || ggml_blck_size(node->type) != 1 ||
+    const bool concat = node->op == GGML_OP_CONCAT;
+    if ((!concat && node->op != GGML_OP_REPEAT) || (!concat && ggml_blck_size(node->type) != 1) ||
         node->src[0]->type != node->type) {
         return false;  // the support predicate (op_table.cpp) refuses these
     }
-    if (node->op == GGML_OP_CONCAT && (node->op_params[0] < 0 || node->op_params[0] > 3)) {
+    if (concat && (node->op_params[0] < 0 || node->op_params[0] > 3)) {
         return false;
     }
     if (ggml_nelements(node) == 0) {
         return true;
     }
     cudaStream_t st = stream_of(stream);
-    switch (ggml_type_size(node->type)) {
+    // The copy unit: the element, or for blocks the widest power of two that
+    // divides the block size and keeps every copy aligned (views may start
+    // at any whole block).
+    const size_t tsz = ggml_type_size(node->type);
+    size_t unit = tsz;
+    if (ggml_blck_size(node->type) > 1) {
+        unit = tsz % 8 == 0 ? 8 : tsz % 4 == 0 ? 4 : tsz % 2 == 0 ? 2 : 1;
+        while (unit > 1 && !(unit_aligned(node, unit) && unit_aligned(node->src[0], unit) &&
+                             unit_aligned(node->src[1], unit))) {
+            unit /= 2;
+        }
+    }
+    switch (unit) {
         case 1:  launch<uint8_t>(node, st); break;
         case 2:  launch<uint16_t>(node, st); break;
         case 4:  launch<uint32_t>(node, st); break;
