@@ -293,7 +293,8 @@ bool cuda_get_rows(const ggml_tensor * n) {
 // through from_f32_row, a block of 32 per thread) run: the float types and
 // every encoder of 32-element blocks, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (run on the
 // H200: results/h200/summary-34.txt), MXFP4 and IQ4_NL (summary-36.txt).
-// Q1_0, Q2_0, NVFP4 and TQ2_0 blocks are not of 32: host only.
+// Q1_0, Q2_0, NVFP4, TQ2_0 and the super-block types (Q2_K..Q6_K, IQ4_XS)
+// are not blocks of 32: host only.
 bool cuda_encodes(ggml_type t) {
     return quant::can_encode(t) && (is_float_type(t) || quant::block_elems(t) == quant::kQK);
 }

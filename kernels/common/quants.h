@@ -5,8 +5,8 @@
 // Q2_0, and the grid i-quants of quants_iq.h), all listed once in
 // SI_QUANT_BLOCK_TYPES (a GGUF file's bytes are read through these
 // structs, so every size and field offset is fixed by the file format), their
-// dequantisation, the quantizers of KV-cache and CPY destination types (Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1 here, the others in quants_encode.h) and row
+// dequantisation, the quantizers of KV-cache and CPY destination types
+// (quants_encode.h; the super-block types' in quants_encode_k.h) and row
 // conversions between F32, F16 and BF16 and these types.
 //
 // Every value is computed with the same float operations in the same order as
@@ -545,11 +545,14 @@ SI_HD void dequant(const BlockIQ1_M & b, float * y) { dequant_int_form(b, y); }
     SI_QUANT_INT_FORM_TYPES(X)
 
 } // namespace standin::quant
-// The quantizers of the types a KV cache or CPY may be written in.
+// The quantizers of the types a KV cache or CPY may be written in
+// (quants_encode.h), and of the K types and IQ4_XS (quants_encode_k.h).
 #include "kernels/common/quants_encode.h"
+#include "kernels/common/quants_encode_k.h"
 namespace standin::quant {
 
-// The block types from_f32_row encodes, stated once (quants_encode.h).
+// The block types from_f32_row encodes, stated once (quants_encode.h,
+// quants_encode_k.h).
 #define SI_QUANT_ENCODE_TYPES(X)      \
     X(GGML_TYPE_Q8_0, BlockQ8_0)      \
     X(GGML_TYPE_Q4_0, BlockQ4_0)      \
@@ -561,7 +564,13 @@ namespace standin::quant {
     X(GGML_TYPE_MXFP4, BlockMXFP4)    \
     X(GGML_TYPE_NVFP4, BlockNVFP4)    \
     X(GGML_TYPE_TQ2_0, BlockTQ2_0)    \
-    X(GGML_TYPE_IQ4_NL, BlockIQ4_NL)
+    X(GGML_TYPE_IQ4_NL, BlockIQ4_NL)  \
+    X(GGML_TYPE_Q2_K, BlockQ2_K)      \
+    X(GGML_TYPE_Q3_K, BlockQ3_K)      \
+    X(GGML_TYPE_Q4_K, BlockQ4_K)      \
+    X(GGML_TYPE_Q5_K, BlockQ5_K)      \
+    X(GGML_TYPE_Q6_K, BlockQ6_K)      \
+    X(GGML_TYPE_IQ4_XS, BlockIQ4_XS)
 
 // --- rows --------------------------------------------------------------------
 

@@ -225,7 +225,8 @@ std::vector<float> quantizer_input(int64_t n, uint32_t seed) {
     return x;
 }
 
-// Every encoder but Q8_0's (next test): the reference's bytes. Where
+// Every encoder of quants_encode.h but Q8_0's (next test; those of
+// quants_encode_k.h are in test_quants_k.cpp): the reference's bytes. Where
 // ggml's IQ4_NL quantizer meets an all-zero block it stores zero as the scale
 // and leaves the indices of the block before, so for IQ4_NL the blocks with a
 // zero scale are compared as values only (all zeros either way).
@@ -255,10 +256,10 @@ TEST(Quants, QuantizersMatchReference) {
             }
         }
     }
-    EXPECT_FALSE(quant::can_encode(GGML_TYPE_Q4_K));
-    float x[32] = {};
-    uint8_t out[64];
-    EXPECT_FALSE(quant::from_f32_row(GGML_TYPE_Q6_K, x, out, 32));
+    EXPECT_FALSE(quant::can_encode(GGML_TYPE_IQ2_XXS));  // decoded, never encoded
+    float x[256] = {};
+    uint8_t out[256];
+    EXPECT_FALSE(quant::from_f32_row(GGML_TYPE_IQ3_S, x, out, 256));
 }
 
 // Q8_0 follows the CPU backend's quantizer (quants.h says why), which lives in
