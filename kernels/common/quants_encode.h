@@ -295,7 +295,7 @@ SI_HD void quantize(const float * x, BlockIQ4_NL & b) {
         const float id = 1.0f / (vmax / float(iq4nl_level(0)));
         float sumqx = 0.0f, sumq2 = 0.0f;
         for (int j = 0; j < kQK; ++j) {
-            l[j] = uint8_t(enc::nearest_iq4nl(id * x[j]));
+            l[j] = uint8_t(enc::nearest_iq4nl(mul_unfused(id, x[j])));  // unfused: it is compared inside
             const float q = float(iq4nl_level(l[j]));
             const float w = x[j] * x[j];
             sumqx += mul_unfused(w * q, x[j]);

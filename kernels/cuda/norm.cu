@@ -12,6 +12,7 @@
 // cases take the fused path)
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cuda/common.cuh"
@@ -37,6 +38,22 @@ struct MulOut {
     float2 *     ds = nullptr;
 };
 
+// z = v * wv at element i of the row, and its code when mo quantizes.
+__device__ __forceinline__ void put_product(const MulOut & mo, int64_t i, float v, float wv) {
+    const float z = v * wv;
+    *reinterpret_cast<float *>(mo.z + i * mo.znb0) = z;
+    if (mo.q != nullptr) {
+        // A warp holds one 32-group here (n and blockDim multiples of 32).
+        const float amax = warp_max(fabsf(z));
+        const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+        const float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+        const int code = __float2int_rn(__fmul_rn(z, id));
+        mo.q[i] = int8_t(code);
+        const int sum = warp_sum(code);
+        if ((threadIdx.x & 31u) == 0) mo.ds[i / 32] = make_float2(d, d * float(sum));
+    }
+}
+
 template <bool RMS, bool MUL>
 __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, int64_t n, float eps, double * scratch,
                          MulOut mo) {
@@ -58,18 +75,59 @@ __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, i
         const float v = (at(i) - mean) * k;
         *reinterpret_cast<float *>(y + i * ynb0) = v;
         if constexpr (MUL) {
-            const float z = v * *reinterpret_cast<const float *>(mo.w + i * mo.wnb0);
-            *reinterpret_cast<float *>(mo.z + i * mo.znb0) = z;
-            if (mo.q != nullptr) {
-                // A warp holds one 32-group here (n and blockDim multiples of 32).
-                const float amax = warp_max(fabsf(z));
-                const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-                const float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
-                const int code = __float2int_rn(__fmul_rn(z, id));
-                mo.q[i] = int8_t(code);
-                const int sum = warp_sum(code);
-                if ((threadIdx.x & 31u) == 0) mo.ds[i / 32] = make_float2(d, d * float(sum));
-            }
+            put_product(mo, i, v, *reinterpret_cast<const float *>(mo.w + i * mo.wnb0));
+        }
+    }
+}
+
+// Decode's rows (contiguous, n = kE x blockDim): each thread keeps its kE
+// elements of x and of w in registers, so x is read once (not once per pass)
+// and w before the wait on the previous kernel (a weight: Note [dependent
+// launch]); the kE outputs of a thread are then independent of each other.
+// Same partition of the sum and the same operations as norm_row<true, true>,
+// so the results are equal bit for bit.
+template <int kE>
+__global__ void rms_norm_mul_reg_kernel(Shape a, const char * ad, char * dd, float eps, Shape w, const char * wd,
+                                        char * zd, int8_t * q, float2 * ds) {
+    __shared__ double scratch[32];
+    const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3], n = a.ne[0];
+    const int t = int(threadIdx.x), bd = int(blockDim.x);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        int64_t i1, i2, i3;
+        split_row(a, r, i1, i2, i3);
+        const float * wr = reinterpret_cast<const float *>(row_at(wd, w, i1 % w.ne[1], i2 % w.ne[2], i3 % w.ne[3]));
+        float wv[kE];
+#pragma unroll
+        for (int j = 0; j < kE; ++j) wv[j] = wr[t + j * bd];
+        if (r == blockIdx.x) {
+            pdl_wait();
+            pdl_trigger();
+        }
+        const float * x = reinterpret_cast<const float *>(row_at(ad, a, i1, i2, i3));
+        float v[kE];
+        double sq = 0.0;
+#pragma unroll
+        for (int j = 0; j < kE; ++j) {
+            v[j] = x[t + j * bd];
+            sq += double(v[j] * v[j]);
+        }
+        const float var = float(block_sum(sq, scratch) / double(n));
+        const float k = 1.0f / sqrtf(var + eps);
+        // dst (the norm), z (its product) and the codes: rows of n, dense (the dispatch's condition).
+        MulOut mo;
+        mo.z = zd + r * n * 4;
+        mo.znb0 = 4;
+        if (q != nullptr) {
+            mo.q = q + r * n;
+            mo.ds = ds + r * (n / 32);
+        }
+        float * y = reinterpret_cast<float *>(dd + r * n * 4);
+#pragma unroll
+        for (int j = 0; j < kE; ++j) {
+            const int64_t i = t + j * bd;
+            const float yv = (v[j] - 0.0f) * k;
+            y[i] = yv;
+            put_product(mo, i, yv, wv[j]);
         }
     }
 }
@@ -115,6 +173,15 @@ __global__ void rms_norm_mul_kernel(Shape d, Shape a, char * dd, const char * ad
 // Rows are few when decoding (one per token): a wide block per row keeps
 // each thread's share of a 4096-element row at 4 elements.
 int threads_for(int64_t n) { return n >= 4096 ? 1024 : n >= 1024 ? 256 : (n >= 128 ? 128 : 32); }
+
+// Temporary: A/B of the register kernel against the strided one.
+bool reg_norm_enabled() {
+    static const bool on = [] {
+        const char * v = std::getenv("STANDIN_EXPERIMENT_REG_NORM");
+        return v == nullptr || std::atoi(v) != 0;
+    }();
+    return on;
+}
 
 } // namespace
 
@@ -164,7 +231,30 @@ Status rms_norm_mul_quant(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggm
     if (rows == 0 || src->ne[0] == 0) {
         return true;
     }
-    launch(rms_norm_mul_kernel, dim3(row_grid(rows)), dim3(threads_for(src->ne[0])), 0, stream_of(stream),
+    const int64_t n = src->ne[0];
+    const int threads = threads_for(n);
+    // Rows held in registers (rms_norm_mul_reg_kernel): x, the norm and the
+    // product dense, w's rows contiguous, and a whole number of elements per thread.
+    const bool dense = ggml_is_contiguous(src) && ggml_is_contiguous(norm) && ggml_is_contiguous(mul) &&
+                       w->nb[0] == sizeof(float) && n % threads == 0;
+    const int per = int(n / threads);
+    const auto reg = [&](auto kernel) {
+        launch(kernel, dim3(row_grid(rows)), dim3(threads), 0, stream_of(stream), shape_of(src),
+               static_cast<const char *>(src->data), static_cast<char *>(norm->data), eps, shape_of(w),
+               static_cast<const char *>(w->data), static_cast<char *>(mul->data), q, ds);
+    };
+    if (dense && reg_norm_enabled() && (per == 1 || per == 2 || per == 4 || per == 8 || per == 16)) {
+        switch (per) {
+            case 1:  reg(rms_norm_mul_reg_kernel<1>); break;
+            case 2:  reg(rms_norm_mul_reg_kernel<2>); break;
+            case 4:  reg(rms_norm_mul_reg_kernel<4>); break;
+            case 8:  reg(rms_norm_mul_reg_kernel<8>); break;
+            default: reg(rms_norm_mul_reg_kernel<16>); break;
+        }
+        SI_CUDA_LAUNCH_CHECK();
+        return true;
+    }
+    launch(rms_norm_mul_kernel, dim3(row_grid(rows)), dim3(threads), 0, stream_of(stream),
            shape_of(norm), shape_of(src), static_cast<char *>(norm->data), static_cast<const char *>(src->data), eps,
            shape_of(w), static_cast<const char *>(w->data), shape_of(mul), static_cast<char *>(mul->data), q, ds);
     SI_CUDA_LAUNCH_CHECK();
