@@ -1,7 +1,8 @@
 // Op-table rows of the ops training graphs add (Note [op table families]):
 // OUT_PROD, the product of a weight's gradient; the gradients of forward ops
-// and the optimizer steps (host only).
-// Kernels: kernels/host/out_prod.cpp, kernels/cuda/out_prod.cu, kernels/host/backward.cpp.
+// and the optimizer steps.
+// Kernels: kernels/host/out_prod.cpp, kernels/cuda/out_prod.cu, kernels/host/backward.cpp,
+// kernels/cuda/backward.cu.
 #include "kernels/common/op_params.h"
 #include "kernels/op_rows.h"
 
@@ -78,20 +79,21 @@ bool sup_opt_step(const ggml_tensor * n) {
 } // namespace
 
 void append_train_rows(std::vector<OpRow> & rows) {
-    const CudaImpl none{};
+    // The CUDA kernels of the gradients and optimizer steps (backward.cu) take
+    // the host's predicates unchanged; they await a GPU run of test-backend-ops.
     rows.insert(rows.end(), {
-        // op              sub  host                             cuda                                        local
-        {GGML_OP_OUT_PROD, -1, {sup_out_prod, host::out_prod}, SI_CUDA(sup_out_prod, cuda::out_prod), true},
-        {GGML_OP_GET_ROWS_BACK,           -1, {sup_get_rows_back, host::backward},           none, true},
-        {GGML_OP_REPEAT_BACK,             -1, {sup_repeat_back, host::backward},             none, true},
-        {GGML_OP_SILU_BACK,               -1, {sup_rows_pair, host::backward},               none, true},
-        {GGML_OP_RMS_NORM_BACK,           -1, {sup_rows_pair, host::backward},               none, true},
-        {GGML_OP_SOFT_MAX_BACK,           -1, {sup_soft_max_back, host::backward},           none, true},
-        {GGML_OP_CROSS_ENTROPY_LOSS,      -1, {sup_cross_entropy_loss, host::backward},      none, true},
-        {GGML_OP_CROSS_ENTROPY_LOSS_BACK, -1, {sup_cross_entropy_loss_back, host::backward}, none, true},
-        {GGML_OP_COUNT_EQUAL,             -1, {sup_count_equal, host::backward},             none, true},
-        {GGML_OP_OPT_STEP_ADAMW,          -1, {sup_opt_step, host::backward},                none, true},
-        {GGML_OP_OPT_STEP_SGD,            -1, {sup_opt_step, host::backward},                none, true},
+        // op                             sub host                                           cuda                                                        local
+        {GGML_OP_OUT_PROD,                -1, {sup_out_prod, host::out_prod},                SI_CUDA(sup_out_prod, cuda::out_prod), true},
+        {GGML_OP_GET_ROWS_BACK,           -1, {sup_get_rows_back, host::backward},           SI_CUDA_UNPROVEN(sup_get_rows_back, cuda::backward), true},
+        {GGML_OP_REPEAT_BACK,             -1, {sup_repeat_back, host::backward},             SI_CUDA_UNPROVEN(sup_repeat_back, cuda::backward), true},
+        {GGML_OP_SILU_BACK,               -1, {sup_rows_pair, host::backward},               SI_CUDA_UNPROVEN(sup_rows_pair, cuda::backward), true},
+        {GGML_OP_RMS_NORM_BACK,           -1, {sup_rows_pair, host::backward},               SI_CUDA_UNPROVEN(sup_rows_pair, cuda::backward), true},
+        {GGML_OP_SOFT_MAX_BACK,           -1, {sup_soft_max_back, host::backward},           SI_CUDA_UNPROVEN(sup_soft_max_back, cuda::backward), true},
+        {GGML_OP_CROSS_ENTROPY_LOSS,      -1, {sup_cross_entropy_loss, host::backward},      SI_CUDA_UNPROVEN(sup_cross_entropy_loss, cuda::backward), true},
+        {GGML_OP_CROSS_ENTROPY_LOSS_BACK, -1, {sup_cross_entropy_loss_back, host::backward}, SI_CUDA_UNPROVEN(sup_cross_entropy_loss_back, cuda::backward), true},
+        {GGML_OP_COUNT_EQUAL,             -1, {sup_count_equal, host::backward},             SI_CUDA_UNPROVEN(sup_count_equal, cuda::backward), true},
+        {GGML_OP_OPT_STEP_ADAMW,          -1, {sup_opt_step, host::backward},                SI_CUDA_UNPROVEN(sup_opt_step, cuda::backward), true},
+        {GGML_OP_OPT_STEP_SGD,            -1, {sup_opt_step, host::backward},                SI_CUDA_UNPROVEN(sup_opt_step, cuda::backward), true},
     });
 }
 

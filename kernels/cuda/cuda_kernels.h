@@ -74,8 +74,9 @@ Status pool_2d(rt::cuda::CudaStream & stream, ggml_tensor * node);         // PO
 Status upscale(rt::cuda::CudaStream & stream, ggml_tensor * node);         // UPSCALE
 Status pad(rt::cuda::CudaStream & stream, ggml_tensor * node);             // PAD
 Status pad_reflect_1d(rt::cuda::CudaStream & stream, ggml_tensor * node);  // PAD_REFLECT_1D
-// out_prod.cu: training graphs
+// out_prod.cu, backward.cu: training graphs
 Status out_prod(rt::cuda::CudaStream & stream, ggml_tensor * node);        // OUT_PROD (float and block-type src0)
+Status backward(rt::cuda::CudaStream & stream, ggml_tensor * node);        // *_BACK, CROSS_ENTROPY_LOSS(_BACK), COUNT_EQUAL, OPT_STEP_*
 
 
 // Fused launches, chosen by kernels/fusion.cpp:
