@@ -12,7 +12,6 @@
 // cases take the fused path)
 #include <cuda_fp16.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cuda/common.cuh"
@@ -87,7 +86,7 @@ __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, i
 // Same partition of the sum and the same operations as norm_row<true, true>,
 // so the results are equal bit for bit.
 template <int kE>
-__global__ void rms_norm_mul_reg_kernel(Shape a, const char * ad, char * dd, float eps, Shape w, const char * wd,
+__global__ void __launch_bounds__(kE <= 4 ? 1024 : 512) rms_norm_mul_reg_kernel(Shape a, const char * ad, char * dd, float eps, Shape w, const char * wd,
                                         char * zd, int8_t * q, float2 * ds) {
     __shared__ double scratch[32];
     const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3], n = a.ne[0];
@@ -174,13 +173,11 @@ __global__ void rms_norm_mul_kernel(Shape d, Shape a, char * dd, const char * ad
 // each thread's share of a 4096-element row at 4 elements.
 int threads_for(int64_t n) { return n >= 4096 ? 1024 : n >= 1024 ? 256 : (n >= 128 ? 128 : 32); }
 
-// Temporary: A/B of the register kernel against the strided one.
-bool reg_norm_enabled() {
-    static const bool on = [] {
-        const char * v = std::getenv("STANDIN_EXPERIMENT_REG_NORM");
-        return v == nullptr || std::atoi(v) != 0;
-    }();
-    return on;
+// Elements per thread rms_norm_mul_reg_kernel may hold at a block width: its
+// registers (ptxas, sm_90: 59 at 4 elements, 88 at 8, 128 at 16) times the
+// threads must fit the SM's 65536, or the launch fails.
+bool reg_norm_fits(int threads, int per) {
+    return per == 1 || per == 2 || per == 4 || (per == 8 && threads <= 512);
 }
 
 } // namespace
@@ -243,13 +240,12 @@ Status rms_norm_mul_quant(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggm
                static_cast<const char *>(src->data), static_cast<char *>(norm->data), eps, shape_of(w),
                static_cast<const char *>(w->data), static_cast<char *>(mul->data), q, ds);
     };
-    if (dense && reg_norm_enabled() && (per == 1 || per == 2 || per == 4 || per == 8 || per == 16)) {
+    if (dense && reg_norm_fits(threads, per)) {
         switch (per) {
             case 1:  reg(rms_norm_mul_reg_kernel<1>); break;
             case 2:  reg(rms_norm_mul_reg_kernel<2>); break;
             case 4:  reg(rms_norm_mul_reg_kernel<4>); break;
-            case 8:  reg(rms_norm_mul_reg_kernel<8>); break;
-            default: reg(rms_norm_mul_reg_kernel<16>); break;
+            default: reg(rms_norm_mul_reg_kernel<8>); break;
         }
         SI_CUDA_LAUNCH_CHECK();
         return true;
