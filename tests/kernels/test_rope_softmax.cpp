@@ -126,6 +126,32 @@ TEST(RopeNumerics, MropeSectionsPickTheirPositionStream) {
     for (int s = 0; s < 8; ++s) EXPECT_EQ(num::rope_mrope_stream(s, isec, true), iwant[s]) << s;
 }
 
+// The CUDA kernel computes each VISION pair's angle alone (rope_vision_theta);
+// it must be the angle rope_cache_fill reaches walking the pairs, bit for bit,
+// for section layouts with restarts, empty sections and sections that repeat.
+TEST(RopeNumerics, VisionAngleOfOnePairIsTheCachesAngle) {
+    const int layouts[][4] = {{16, 16, 0, 0}, {8, 4, 4, 0}, {0, 12, 4, 0}, {6, 6, 6, 6}, {3, 5, 0, 0}};
+    for (const auto & sec : layouts) {
+        num::RopeParams rp = plain_params(64, 10000.0f);
+        rp.mode = num::kRopeVision;
+        for (int i = 0; i < 4; ++i) rp.sections[i] = sec[i];
+        const int64_t ne0 = 2 * rp.n_dims;  // VISION rotates every channel: n_dims pairs
+        float corr[2];
+        num::rope_yarn_corr_dims(rp.n_dims, rp.n_ctx_orig, rp.freq_base, rp.beta_fast, rp.beta_slow, corr);
+        const float ts = num::rope_theta_scale(rp.freq_base, rp.n_dims);
+        const float p[4] = {37.0f, 5.0f, 11.0f, 2.0f};
+        std::vector<float> cache(static_cast<size_t>(ne0));
+        num::rope_cache_fill(rp, p, nullptr, corr, ts, ne0, 1.0f, cache.data());
+        for (int k = 0; k < rp.n_dims; ++k) {
+            float c, sn;
+            num::rope_yarn(num::rope_vision_theta(rp, p, ts, k), rp.freq_scale, corr, 2 * k, rp.ext_factor,
+                           rp.attn_factor, &c, &sn);
+            EXPECT_EQ(c, cache[2 * k]) << "sections " << sec[0] << "," << sec[1] << " pair " << k;
+            EXPECT_EQ(sn, cache[2 * k + 1]) << "sections " << sec[0] << "," << sec[1] << " pair " << k;
+        }
+    }
+}
+
 TEST(SoftmaxNumerics, AlibiSlopesFollowTheDefinition) {
     for (uint32_t n_head : {8u, 12u}) {
         const float max_bias = 8.0f;
