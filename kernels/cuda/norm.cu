@@ -86,8 +86,9 @@ __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, i
 // Same partition of the sum and the same operations as norm_row<true, true>,
 // so the results are equal bit for bit.
 template <int kE>
-__global__ void __launch_bounds__(kE <= 4 ? 1024 : 512) rms_norm_mul_reg_kernel(Shape a, const char * ad, char * dd, float eps, Shape w, const char * wd,
-                                        char * zd, int8_t * q, float2 * ds) {
+__global__ void __launch_bounds__(kE <= 4 ? 1024 : 512)
+    rms_norm_mul_reg_kernel(Shape a, const char * ad, char * dd, float eps, Shape w, const char * wd, char * zd,
+                            int8_t * q, float2 * ds) {
     __shared__ double scratch[32];
     const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3], n = a.ne[0];
     const int t = int(threadIdx.x), bd = int(blockDim.x);
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(kE <= 4 ? 1024 : 512) rms_norm_mul_reg_kernel(
 #pragma unroll
         for (int j = 0; j < kE; ++j) {
             const int64_t i = t + j * bd;
-            const float yv = (v[j] - 0.0f) * k;
+            const float yv = v[j] * k;  // norm_row's (x - mean) * k with mean 0: x - 0.0f is x
             y[i] = yv;
             put_product(mo, i, yv, wv[j]);
         }
@@ -174,8 +175,9 @@ __global__ void rms_norm_mul_kernel(Shape d, Shape a, char * dd, const char * ad
 int threads_for(int64_t n) { return n >= 4096 ? 1024 : n >= 1024 ? 256 : (n >= 128 ? 128 : 32); }
 
 // Elements per thread rms_norm_mul_reg_kernel may hold at a block width: its
-// registers (ptxas, sm_90: 59 at 4 elements, 88 at 8, 128 at 16) times the
-// threads must fit the SM's 65536, or the launch fails.
+// registers times the threads must fit the SM's 65536, or the launch fails
+// (ptxas, sm_90: 54 at 4 elements, 82 at 8; 16 took 128, and 8 at 1024
+// threads failed to launch on the H200, results/h200/summary-38.txt).
 bool reg_norm_fits(int threads, int per) {
     return per == 1 || per == 2 || per == 4 || (per == 8 && threads <= 512);
 }

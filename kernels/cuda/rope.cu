@@ -6,8 +6,9 @@
 // (pairs i, i+1), NEOX (i, i + n_dims/2), MROPE / IMROPE (NEOX pairing,
 // section-wise positions), VISION (all of dim 0, pairs i, i + n_dims; each
 // section restarts its angle, replayed per pair by rope_vision_theta).
-// Channels outside the rotated window are copied. F32 or F16 rows (dst has src0's type),
-// contiguous in dim 0 per the predicate (addressed through nb[0] anyway).
+// Channels outside the rotated window are copied. F32 or F16 rows (dst has
+// src0's type), contiguous in dim 0 per the predicate (addressed through
+// nb[0] anyway).
 //
 // One block per (i2, i3) and group of heads: its threads first build the
 // cos/sin cache of that position in shared memory, then rotate the group's
@@ -88,7 +89,8 @@ __device__ void fill_cache(const RopeArgs & ra, const int32_t * pos, int64_t i2,
     for (int k = threadIdx.x; k < rope_pairs(rp); k += blockDim.x) {
         float theta;
         if (vision) {
-            const float p[4] = {float(pos[i2]), float(pos[i2 + ne2]), float(pos[i2 + 2 * ne2]), float(pos[i2 + 3 * ne2])};
+            const float p[4] = {float(pos[i2]), float(pos[i2 + ne2]), float(pos[i2 + 2 * ne2]),
+                                float(pos[i2 + 3 * ne2])};
             theta = num::rope_vision_theta(rp, p, ra.theta_scale, k);
         } else {
             int stream = 0;
