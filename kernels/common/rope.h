@@ -118,6 +118,18 @@ SI_HD int rope_mrope_stream(int sector, const int sections[4], bool interleaved)
     return 0;
 }
 
+// VISION mode: at the first pair of a section its stream's angle restarts
+// from the position (only the first stream whose section starts there, as
+// the reference does when sections are empty).
+SI_HD void rope_vision_restart(int sector, const int starts[4], const float pos[4], float theta[4]) {
+    for (int q = 0; q < 4; ++q) {
+        if (sector == starts[q]) {
+            theta[q] = pos[q];
+            return;
+        }
+    }
+}
+
 // Fills cache[i0] = cos, cache[i0 + 1] = sin (times sin_sign: -1 for the
 // backward pass) for every pair i0 = 0, 2, .., ne0 - 2. pos[k] is the position
 // of stream k (only pos[0] is read unless the mode is a multi-section one).
@@ -145,14 +157,7 @@ SI_HD void rope_cache_fill(const RopeParams & rp, const float pos[4], const floa
     for (int64_t i0 = 0; i0 < ne0; i0 += 2) {
         const float ff     = freq_factors ? freq_factors[i0 / 2] : 1.0f;
         const int   sector = int((i0 / 2) % sect_dims);
-        if (indep) {
-            for (int k = 0; k < 4; ++k) {
-                if (sector == starts[k]) {
-                    theta[k] = pos[k];
-                    break;  // the reference resets only the first matching stream
-                }
-            }
-        }
+        if (indep) rope_vision_restart(sector, starts, pos, theta);
         const int s = rope_mrope_stream(sector, sec, interleaved);
         rope_yarn(theta[s] / ff, rp.freq_scale, corr, int(i0), rp.ext_factor, rp.attn_factor, &cache[i0],
                   &cache[i0 + 1]);
@@ -173,12 +178,7 @@ SI_HD float rope_vision_theta(const RopeParams & rp, const float pos[4], float t
     float     theta[4]   = {pos[0], pos[1], pos[2], pos[3]};
     for (int j = 0;; ++j) {
         const int sector = j % sect_dims;
-        for (int q = 0; q < 4; ++q) {
-            if (sector == starts[q]) {
-                theta[q] = pos[q];
-                break;
-            }
-        }
+        rope_vision_restart(sector, starts, pos, theta);
         if (j == k) return theta[rope_mrope_stream(sector, sec, false)];
         for (int q = 0; q < 4; ++q) theta[q] *= theta_scale;
     }

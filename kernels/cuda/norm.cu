@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -85,8 +86,14 @@ __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, i
 // launch]); the kE outputs of a thread are then independent of each other.
 // Same partition of the sum and the same operations as norm_row<true, true>,
 // so the results are equal bit for bit.
+// The widest block rms_norm_mul_reg_kernel<kE> launches with: its registers
+// times the threads must fit the SM's 65536, or the launch fails (ptxas,
+// sm_90: 54 at 4 elements, 82 at 8; 8 at 1024 threads failed to launch on the
+// H200, results/h200/summary-38.txt).
+template <int kE> constexpr int kRegNormMaxThreads = kE <= 4 ? 1024 : 512;
+
 template <int kE>
-__global__ void __launch_bounds__(kE <= 4 ? 1024 : 512)
+__global__ void __launch_bounds__(kRegNormMaxThreads<kE>)
     rms_norm_mul_reg_kernel(Shape a, const char * ad, char * dd, float eps, Shape w, const char * wd, char * zd,
                             int8_t * q, float2 * ds) {
     __shared__ double scratch[32];
@@ -174,14 +181,6 @@ __global__ void rms_norm_mul_kernel(Shape d, Shape a, char * dd, const char * ad
 // each thread's share of a 4096-element row at 4 elements.
 int threads_for(int64_t n) { return n >= 4096 ? 1024 : n >= 1024 ? 256 : (n >= 128 ? 128 : 32); }
 
-// Elements per thread rms_norm_mul_reg_kernel may hold at a block width: its
-// registers times the threads must fit the SM's 65536, or the launch fails
-// (ptxas, sm_90: 54 at 4 elements, 82 at 8; 16 took 128, and 8 at 1024
-// threads failed to launch on the H200, results/h200/summary-38.txt).
-bool reg_norm_fits(int threads, int per) {
-    return per == 1 || per == 2 || per == 4 || (per == 8 && threads <= 512);
-}
-
 } // namespace
 
 Status norm(rt::cuda::CudaStream & stream, ggml_tensor * node) {
@@ -237,18 +236,17 @@ Status rms_norm_mul_quant(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggm
     const bool dense = ggml_is_contiguous(src) && ggml_is_contiguous(norm) && ggml_is_contiguous(mul) &&
                        w->nb[0] == sizeof(float) && n % threads == 0;
     const int per = int(n / threads);
-    const auto reg = [&](auto kernel) {
-        launch(kernel, dim3(row_grid(rows)), dim3(threads), 0, stream_of(stream), shape_of(src),
-               static_cast<const char *>(src->data), static_cast<char *>(norm->data), eps, shape_of(w),
-               static_cast<const char *>(w->data), static_cast<char *>(mul->data), q, ds);
+    // kE elements per thread, where the block width allows it; false: not launched.
+    const auto reg = [&](auto ke) {
+        constexpr int kE = decltype(ke)::value;
+        if (per != kE || threads > kRegNormMaxThreads<kE>) return false;
+        launch(rms_norm_mul_reg_kernel<kE>, dim3(row_grid(rows)), dim3(threads), 0, stream_of(stream),
+               shape_of(src), static_cast<const char *>(src->data), static_cast<char *>(norm->data), eps,
+               shape_of(w), static_cast<const char *>(w->data), static_cast<char *>(mul->data), q, ds);
+        return true;
     };
-    if (dense && reg_norm_fits(threads, per)) {
-        switch (per) {
-            case 1:  reg(rms_norm_mul_reg_kernel<1>); break;
-            case 2:  reg(rms_norm_mul_reg_kernel<2>); break;
-            case 4:  reg(rms_norm_mul_reg_kernel<4>); break;
-            default: reg(rms_norm_mul_reg_kernel<8>); break;
-        }
+    if (dense && (reg(std::integral_constant<int, 1>{}) || reg(std::integral_constant<int, 2>{}) ||
+                  reg(std::integral_constant<int, 4>{}) || reg(std::integral_constant<int, 8>{}))) {
         SI_CUDA_LAUNCH_CHECK();
         return true;
     }
