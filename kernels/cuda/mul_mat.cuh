@@ -151,15 +151,17 @@ struct RowAdd {
 // End of a mat-vec row group: the lanes' partial sums of RW consecutive rows
 // by NC columns (acc[r * NC + c]) -> dst (row r, column c at
 // drow + r * 4 + c * d_nb1), and with a RowAdd (offset to the same first row)
-// the sums plus its src to its dst. R warps share the rows (R > 1: through
-// `part`, kWarps x RW*NC floats of shared memory, and a barrier every warp of
-// the block reaches); `live` is false for warps past the last row.
+// the sums plus its src to its dst. R consecutive warps share the rows (R > 1:
+// through `part`, kWarps x RW*NC floats of shared memory, and a barrier every
+// warp of the block reaches; the first of the R writes); `live` is false for
+// warps past the last row.
 template <int NC, int R, int kWarps, int RW = 1>
 __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], float (*part)[RW * NC], bool live,
                                                int ncols, char * drow, int64_t d_nb1, const RowAdd & add = {}) {
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
     constexpr int kOut = RW * NC;
     static_assert(kOut <= 32, "one lane per output");
+    static_assert(kWarps % R == 0, "whole groups of warps");
     auto put = [&](int o, float s) {
         const int r = o / NC, c = o % NC;
         *reinterpret_cast<float *>(drow + r * 4 + c * d_nb1) = s;
@@ -181,10 +183,10 @@ __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], floa
             if (lane == 0) part[warp][o] = s;
         }
         __syncthreads();
-        if (warp == 0 && lane < kOut && lane % NC < ncols && live) {
+        if (warp % R == 0 && lane < kOut && lane % NC < ncols && live) {
             float s = 0.0f;
 #pragma unroll
-            for (int w = 0; w < kWarps; ++w) s += part[w][lane];
+            for (int w = 0; w < R; ++w) s += part[warp + w][lane];
             put(lane, s);
         }
         __syncthreads();  // `part` is reused by the next matrix

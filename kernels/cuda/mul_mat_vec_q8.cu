@@ -9,23 +9,31 @@
 //     dw * (da * sum - offset * da * sum(q)) (+ m * da * sum(q) for the
 //     formats with a minimum). These are ggml-cpu's products, regrouped: the
 //     offset costs one multiply per block instead of a subtraction per code.
-// Memory: blocks are only 2-byte aligned, but 8 consecutive blocks are a
-// multiple of 16 bytes for all five formats. Each warp therefore copies the
-// next runs of 8 blocks of its rows with 16-byte loads into shared memory
-// (coalesced), and issues the loads of the chunk after that before decoding
-// this one. A lane decodes a quarter of a block (8 codes) of each of RW rows
-// against one load of the activations, so with RW = 4 the activation loads
-// and their addressing are shared by four rows: decode is bound by
-// instructions per weight, not by bytes in flight (measured: results/h200).
+// Note [lane per block]
+// A lane takes whole blocks: lane l of a warp decodes block 32 s + l of each
+// of its RW rows (step s), so the fixed cost of a block (its scale, the
+// activation scale, the float epilogue) is paid once per 32 codes, and the
+// 32 lanes of a step read one contiguous run of a row (coalesced). Blocks are
+// only 2-byte aligned, so a lane loads the 4-byte words that hold its block
+// straight from global memory (from the word holding its first byte) and
+// realigns them in registers with funnel shifts by 0 or 16 bits (a block
+// starts at byte 0 or 2 of its first word). The next step's words are in
+// flight while this one is decoded. Measured on the H200 against the earlier
+// warp-per-quarter-block kernel that staged runs through shared memory
+// (a lab comparison, 4096 x 14336 Q4_0, one column): 12.2 us against 18, and
+// the same speed as a repacked layout with 16-byte aligned quants, so the
+// weights keep ggml's layout (results/h200/README.md).
 // A warp takes its rows alone when there are rows enough to fill the GPU;
-// otherwise the 4 warps of a block share them, split along K, and meet in
+// otherwise 2 or 4 warps of a block share them, split along K, and meet in
 // shared memory, so short matrices still spread over all SMs.
-// Applies when K % 256 == 0 (whole runs) and the weights' rows are 16-byte
-// aligned; mul_mat.cu falls back to mul_mat_vec.cu otherwise.
+// Applies when K % 256 == 0 and the weights' rows are 16-byte aligned
+// (q8_applies); mul_mat.cu falls back to mul_mat_vec.cu otherwise.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'type_a=q[458]_[01].*n=[1-8],')
 // and -o MUL_MAT_VEC_FUSION (grouped launches); the logits ctests
-// (model.logits.*.cuda); time with `perf`.
+// (model.logits.*.cuda); time with `standin matmul`.
+#include <cstdlib>
+
 #include "diag/check.h"
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
@@ -39,122 +47,169 @@ namespace standin::kernels::cuda::mm {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kRun = 8;  // blocks per 16-byte aligned run
-
-// One format: its block size, how many runs a warp stages per row at a time
-// with one row (about 1 KiB), the constant offset of its codes (0 for the
-// formats with a minimum, and Q8_0), whether it has a minimum, and the
-// decoding of part p (elements 4p..4p+3 and 16+4p..16+4p+3, or 8p..8p+7 for
-// Q8_0) into two words of 4 non-negative (Q8_0: signed) bytes, the scale and
-// the minimum.
-template <int T> struct Q8Fmt;
-
-__device__ __forceinline__ uint32_t u32s(const uint8_t * p) {  // 2-byte aligned, from shared memory
-    return dq::u32_at(p);
-}
+constexpr int kRun = 8;  // K % (32 * kRun) == 0: the condition q8_applies keeps
 
 // Bit j (j = 0..3) of `bits` to bit 4 of byte j.
 __device__ __forceinline__ uint32_t fifth_bits(uint32_t bits) {
     return ((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25);
 }
 
-__device__ __forceinline__ float half_at(const uint8_t * b, int i) {
-    return quant::half(reinterpret_cast<const uint16_t *>(b)[i]);
+// dp4a of 4 unsigned bytes with 4 signed ones.
+__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
 }
 
+// Word k of a block's bytes from byte F on, for a block that starts a8 / 8
+// bytes (0 or 2) into W[0] (Note [lane per block]): a funnel shift clamped at
+// 32 bits, so a shift of 32 yields W[F / 4 + k + 1] itself.
+template <int F> __device__ __forceinline__ uint32_t field(const uint32_t * W, uint32_t a8, int k) {
+    return __funnelshift_rc(W[F / 4 + k], W[F / 4 + k + 1], 8u * (F % 4) + a8);
+}
+
+__device__ __forceinline__ float half_lo(uint32_t w) { return quant::half(uint16_t(w & 0xffffu)); }
+__device__ __forceinline__ float half_hi(uint32_t w) { return quant::half(uint16_t(w >> 16)); }
+
+// One format: its block bytes, the 4-byte words a lane loads for a block
+// (kW, enough for either start within the first word), the constant offset
+// of its codes (0 for the formats with a minimum, and Q8_0), whether it has a
+// minimum, and the decoding of a block into 8 words of 4 codes (words j and
+// 4 + j hold elements 4j..4j+3 and 16+4j..16+4j+3; Q8_0: word j elements
+// 4j..4j+3), its scale and minimum. Q4_0 and Q4_1 leave the high nibbles in
+// place (16 times the code, dotted unsigned: kHiShift).
+template <int T> struct Q8Fmt;
+
 template <> struct Q8Fmt<GGML_TYPE_Q4_0> {
-    static constexpr int kBytes = sizeof(quant::BlockQ4_0), kU = 8, kOff = 8;
-    static constexpr bool kMin = false;
-    __device__ static void get(const uint8_t * b, int p, int & lo, int & hi, float & d, float & m) {
-        const uint32_t q = u32s(b + 2 + 4 * p);
-        lo = int(q & 0x0f0f0f0fu);
-        hi = int((q >> 4) & 0x0f0f0f0fu);
-        d = half_at(b, 0);
+    static constexpr int kBytes = sizeof(quant::BlockQ4_0), kW = 5, kOff = 8;
+    static constexpr bool kMin = false, kHiShift = true;
+    __device__ static void get(const uint32_t * W, uint32_t a8, uint32_t (&c)[8], float & d, float & m) {
+        d = half_lo(field<0>(W, a8, 0));
         m = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t q = field<2>(W, a8, j);
+            c[j] = q & 0x0f0f0f0fu;
+            c[4 + j] = q & 0xf0f0f0f0u;
+        }
     }
 };
 
 template <> struct Q8Fmt<GGML_TYPE_Q4_1> {
-    static constexpr int kBytes = sizeof(quant::BlockQ4_1), kU = 7, kOff = 0;
-    static constexpr bool kMin = true;
-    __device__ static void get(const uint8_t * b, int p, int & lo, int & hi, float & d, float & m) {
-        const uint32_t q = u32s(b + 4 + 4 * p);
-        lo = int(q & 0x0f0f0f0fu);
-        hi = int((q >> 4) & 0x0f0f0f0fu);
-        d = half_at(b, 0);
-        m = half_at(b, 1);
+    static constexpr int kBytes = sizeof(quant::BlockQ4_1), kW = 5, kOff = 0;
+    static constexpr bool kMin = true, kHiShift = true;
+    __device__ static void get(const uint32_t * W, uint32_t, uint32_t (&c)[8], float & d, float & m) {
+        d = half_lo(W[0]);
+        m = half_hi(W[0]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            c[j] = W[1 + j] & 0x0f0f0f0fu;
+            c[4 + j] = W[1 + j] & 0xf0f0f0f0u;
+        }
     }
 };
 
 template <> struct Q8Fmt<GGML_TYPE_Q5_0> {
-    static constexpr int kBytes = sizeof(quant::BlockQ5_0), kU = 6, kOff = 16;
-    static constexpr bool kMin = false;
-    __device__ static void get(const uint8_t * b, int p, int & lo, int & hi, float & d, float & m) {
-        const uint32_t qh = u32s(b + 2), q = u32s(b + 6 + 4 * p);
-        lo = int((q & 0x0f0f0f0fu) | fifth_bits(qh >> (4 * p)));
-        hi = int(((q >> 4) & 0x0f0f0f0fu) | fifth_bits(qh >> (16 + 4 * p)));
-        d = half_at(b, 0);
+    static constexpr int kBytes = sizeof(quant::BlockQ5_0), kW = 6, kOff = 16;
+    static constexpr bool kMin = false, kHiShift = false;
+    __device__ static void get(const uint32_t * W, uint32_t a8, uint32_t (&c)[8], float & d, float & m) {
+        d = half_lo(field<0>(W, a8, 0));
         m = 0.0f;
+        const uint32_t qh = field<2>(W, a8, 0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t q = field<6>(W, a8, j);
+            c[j] = (q & 0x0f0f0f0fu) | fifth_bits(qh >> (4 * j));
+            c[4 + j] = ((q >> 4) & 0x0f0f0f0fu) | fifth_bits(qh >> (16 + 4 * j));
+        }
     }
 };
 
 template <> struct Q8Fmt<GGML_TYPE_Q5_1> {
-    static constexpr int kBytes = sizeof(quant::BlockQ5_1), kU = 6, kOff = 0;
-    static constexpr bool kMin = true;
-    __device__ static void get(const uint8_t * b, int p, int & lo, int & hi, float & d, float & m) {
-        const uint32_t qh = u32s(b + 4), q = u32s(b + 8 + 4 * p);
-        lo = int((q & 0x0f0f0f0fu) | fifth_bits(qh >> (4 * p)));
-        hi = int(((q >> 4) & 0x0f0f0f0fu) | fifth_bits(qh >> (16 + 4 * p)));
-        d = half_at(b, 0);
-        m = half_at(b, 1);
+    static constexpr int kBytes = sizeof(quant::BlockQ5_1), kW = 6, kOff = 0;
+    static constexpr bool kMin = true, kHiShift = false;
+    __device__ static void get(const uint32_t * W, uint32_t, uint32_t (&c)[8], float & d, float & m) {
+        d = half_lo(W[0]);
+        m = half_hi(W[0]);
+        const uint32_t qh = W[1];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t q = W[2 + j];
+            c[j] = (q & 0x0f0f0f0fu) | fifth_bits(qh >> (4 * j));
+            c[4 + j] = ((q >> 4) & 0x0f0f0f0fu) | fifth_bits(qh >> (16 + 4 * j));
+        }
     }
 };
 
 template <> struct Q8Fmt<GGML_TYPE_Q8_0> {
-    static constexpr int kBytes = sizeof(quant::BlockQ8_0), kU = 4, kOff = 0;
-    static constexpr bool kMin = false;
-    __device__ static void get(const uint8_t * b, int p, int & lo, int & hi, float & d, float & m) {
-        lo = int(u32s(b + 2 + 8 * p));
-        hi = int(u32s(b + 6 + 8 * p));
-        d = half_at(b, 0);
+    static constexpr int kBytes = sizeof(quant::BlockQ8_0), kW = 9, kOff = 0;
+    static constexpr bool kMin = false, kHiShift = false;
+    __device__ static void get(const uint32_t * W, uint32_t a8, uint32_t (&c)[8], float & d, float & m) {
+        d = half_lo(field<0>(W, a8, 0));
         m = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) c[j] = field<2>(W, a8, j);
     }
 };
 
-// The activation codes part p of a block is multiplied with: two words of 4
-// codes (adjacent for Q8_0, one load).
-template <int T> __device__ __forceinline__ void act_words(const int8_t * qa, int p, int & lo, int & hi) {
-    if constexpr (T == GGML_TYPE_Q8_0) {
-        const int2 v = *reinterpret_cast<const int2 *>(qa + 8 * p);
-        lo = v.x;
-        hi = v.y;
+// The integer dot product of a block's 8 code words with the activation's 8
+// words of the same 32 elements.
+template <int T> __device__ __forceinline__ int block_dot(const uint32_t (&c)[8], const int (&x)[8]) {
+    int s = 0;
+    if constexpr (Q8Fmt<T>::kHiShift) {
+        int sh = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            s = __dp4a(int(c[j]), x[j], s);
+            sh = dp4a_us(c[4 + j], x[4 + j], sh);
+        }
+        return s + (sh >> 4);  // sh is 16 times the high nibbles' sum: exact
     } else {
-        lo = *reinterpret_cast<const int *>(qa + 4 * p);
-        hi = *reinterpret_cast<const int *>(qa + 16 + 4 * p);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s = __dp4a(int(c[j]), x[j], s);
+        return s;
+    }
+}
+
+// The 8 code words and {d, d * sum} of block ib of a matrix's activation
+// columns (codes at qa + 32 ib, scales at da + ib: column c's blocks are
+// c * nb .. c * nb + nb - 1).
+__device__ __forceinline__ void load_act(const int8_t * qa, const float2 * da, int ib, int (&x)[8], float2 & ds) {
+    const int4 * src = reinterpret_cast<const int4 *>(qa + uint32_t(ib) * 32u);
+    const int4 x0 = __ldg(src), x1 = __ldg(src + 1);
+    x[0] = x0.x; x[1] = x0.y; x[2] = x0.z; x[3] = x0.w;
+    x[4] = x1.x; x[5] = x1.y; x[6] = x1.z; x[7] = x1.w;
+    ds = da[ib];
+}
+
+// acc += one block's product: dw * (da * s - offset * da * sum(q)), or with a
+// minimum dw * da * s + m * da * sum(q).
+template <int T> __device__ __forceinline__ void accumulate(float & a, int s, float d, float mn, float2 ds) {
+    using F = Q8Fmt<T>;
+    const float sf = float(s);
+    if constexpr (F::kMin) {
+        a = fmaf(d * ds.x, sf, fmaf(mn, ds.y, a));
+    } else if constexpr (F::kOff != 0) {
+        a = fmaf(d, fmaf(ds.x, sf, -float(F::kOff) * ds.y), a);
+    } else {
+        a = fmaf(d * ds.x, sf, a);
     }
 }
 
 // Blocks per SM the register budget must allow (__launch_bounds__): one-column
-// launches are latency-bound, so they need the warps resident. Measured on the
-// H200 (ncu, 8B Q4_0 decode): split-K launches of 1024 blocks at 71 registers
-// ran as 1.1 waves (7 blocks per SM), at 64 as one; the gate/up launch lost
-// 25% when the fused ADD's epilogue took it from 93 to 102 registers, which
-// leaves 4 blocks per SM instead of 5.
-template <int NC, int R> constexpr int kMinBlocks = NC != 1 ? 1 : R > 1 ? 8 : 5;
+// launches are latency-bound, so they want warps resident; two rows per warp
+// hold twice the weight words (this step's and the next one's), which 64
+// registers do not hold without spilling.
+template <int NC, int RW> constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : 6) : NC == 2 ? (RW == 1 ? 6 : 5) : 4;
 
 // RW consecutive weight rows per warp (every member's M is a multiple of RW,
-// so the rows of a warp belong to one member); R warps per row group (1 or
-// kWarps), kWarps / R row groups per block. Each warp streams its share of
-// the rows in chunks of kURow runs per row: the next chunk's 16-byte loads
-// are issued before the current one is decoded.
+// so the rows of a warp belong to one member); R warps per row group (1, 2
+// or kWarps), kWarps / R row groups per block. Step s of a row group is its
+// blocks 32 s .. 32 s + 31 (Note [lane per block]); the warps of a group take
+// every R-th step.
 template <int T, int NC, int R, int RW>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
-    constexpr int kURow = F::kU / RW > 0 ? F::kU / RW : 1;
-    constexpr int kChunk = kURow * kRun * F::kBytes;  // bytes of one row a warp stages at once
-    static_assert(kChunk % 16 == 0, "runs of 8 blocks are whole 16-byte words");
-    constexpr int kWords = kChunk / 16, kLoads = (kWords + 31) / 32;
-    __shared__ uint4 stage[kWarps][RW][kWords];
     __shared__ float part_sums[kWarps][RW * NC];
 
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
@@ -163,92 +218,89 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, R>) mmv_q8_kernel(
     const int j = group_member(g, grow);
     const Q8Args & p = g.m[j];
     const int64_t m = grow - g.row0[j];
-    const int64_t n_runs = p.K / (32 * kRun), n_chunks = (n_runs + kURow - 1) / kURow;
+    // 32-bit offsets inside a row and a column (q8_applies: a row under 2 GiB).
+    const int nb = int(p.K / 32), n_steps = (nb + 31) / 32;
     const int ncols = int(p.N), sub = warp % R;
-    const int part = lane & 3, blk_in_run = lane >> 2;
-    // The offset's share of one part (a quarter of the block's codes); the
-    // formats with a minimum take a quarter of m * da * sum(q) per part.
-    constexpr float kPartOff = -float(F::kOff) / 4.0f;
+    const uint32_t row_bytes = uint32_t(p.a_nb1);
 
     for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
         const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
         const uint8_t * row = weight_row(p, m, i12, i13);
         const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
+        const int8_t * qa = p.q + col0 * p.K;
+        const float2 * da = p.ds + col0 * nb;
         float acc[RW * NC];
 #pragma unroll
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
 
-        uint4 buf[RW][kLoads];
-        auto fetch = [&](int64_t chunk) {
-            const int64_t r0 = chunk * kURow;
-            const int words = int((n_runs - r0 < kURow ? n_runs - r0 : kURow) * kRun * F::kBytes / 16);
+        // The words that hold block b of each row (field() never reads past
+        // them). Past the row's end a lane reads its last block again (not
+        // used), so the loads are unconditional and the two buffers rotate.
+        uint32_t cur[RW][F::kW], nxt[RW][F::kW];
+        auto fetch = [&](int s, uint32_t (&w)[RW][F::kW]) {
+            const int b = min(s * 32 + lane, nb - 1);
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
-                const uint4 * src = reinterpret_cast<const uint4 *>(row + r * p.a_nb1 + r0 * kRun * F::kBytes);
+                const uint32_t * src =
+                    reinterpret_cast<const uint32_t *>(row + (uint32_t(r) * row_bytes + ((uint32_t(b) * F::kBytes) & ~3u)));
 #pragma unroll
-                for (int i = 0; i < kLoads; ++i) {
-                    const int w = lane + 32 * i;
-                    if (w < words) buf[r][i] = __ldg(src + w);
-                }
+                for (int k = 0; k < F::kW; ++k) w[r][k] = __ldg(src + k);
             }
         };
-        int64_t chunk = live ? sub : n_chunks;
-        if (chunk < n_chunks) fetch(chunk);  // weights: before the wait (Note [dependent launch])
+        int s = live ? sub : n_steps;
+        if (live) fetch(s, cur);  // weights: before the wait (Note [dependent launch])
         pdl_wait();
         pdl_trigger();
-        for (; chunk < n_chunks; chunk += R) {
-            const int64_t r0 = chunk * kURow;
-            const int runs = n_runs - r0 < kURow ? int(n_runs - r0) : kURow;
-            __syncwarp();
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-#pragma unroll
-                for (int i = 0; i < kLoads; ++i) {
-                    if (lane + 32 * i < kWords) stage[warp][r][lane + 32 * i] = buf[r][i];
-                }
-            }
-            __syncwarp();
-            if (chunk + R < n_chunks) fetch(chunk + R);  // in flight while this chunk is decoded
-            const int64_t ib0 = r0 * kRun + blk_in_run;    // block of the row this lane starts at
-#pragma unroll
-            for (int u = 0; u < kURow; ++u) {
-                if (u < runs) {
-                    // The columns' activation words first, then each row's
-                    // codes decoded once against all of them.
-                    int alo[NC], ahi[NC];
-                    float dx[NC], off[NC];
+#pragma unroll 1
+        for (; s < n_steps; s += R) {
+            fetch(s + R, nxt);  // in flight while this step is decoded
+            const int b = s * 32 + lane;
+            if (b < nb) {
+                // A block starts at byte 0 or 2 of its first word (Q4_1 and Q5_1 always at 0).
+                const uint32_t a8 = F::kBytes % 4 == 0 ? 0u : ((uint32_t(b) * F::kBytes) & 3u) * 8u;
+                // Few columns: each column's activation words held, each row
+                // decoded once against all of them; more columns: each row's
+                // codes held, each column's words loaded once (registers).
+                if constexpr (NC <= 2) {
+                    int x[NC][8];
+                    float2 ds[NC];
 #pragma unroll
                     for (int c = 0; c < NC; ++c) {
-                        alo[c] = ahi[c] = 0;
-                        dx[c] = off[c] = 0.0f;
-                        if (c < ncols) {
-                            const int64_t ib = (col0 + c) * (p.K / 32) + ib0 + u * kRun;  // activation block
-                            act_words<T>(p.q + ib * 32, part, alo[c], ahi[c]);
-                            const float2 ds = p.ds[ib];
-                            dx[c] = ds.x;
-                            off[c] = (F::kMin ? 0.25f : kPartOff) * ds.y;
-                        }
+                        if (c < ncols) load_act(qa, da, c * nb + b, x[c], ds[c]);
                     }
 #pragma unroll
                     for (int r = 0; r < RW; ++r) {
-                        int lo, hi;
+                        uint32_t codes[8];
                         float d, mn;
-                        F::get(reinterpret_cast<const uint8_t *>(stage[warp][r]) + (u * kRun + blk_in_run) * F::kBytes,
-                               part, lo, hi, d, mn);
+                        F::get(cur[r], a8, codes, d, mn);
 #pragma unroll
                         for (int c = 0; c < NC; ++c) {
-                            const int s = __dp4a(lo, alo[c], __dp4a(hi, ahi[c], 0));
-                            float & a = acc[r * NC + c];
-                            if constexpr (F::kMin) {
-                                a = fmaf(d * dx[c], float(s), fmaf(mn, off[c], a));
-                            } else if constexpr (F::kOff != 0) {
-                                a = fmaf(d, fmaf(dx[c], float(s), off[c]), a);
-                            } else {
-                                a = fmaf(d * dx[c], float(s), a);
+                            if (c < ncols) accumulate<T>(acc[r * NC + c], block_dot<T>(codes, x[c]), d, mn, ds[c]);
+                        }
+                    }
+                } else {
+                    uint32_t codes[RW][8];
+                    float d[RW], mn[RW];
+#pragma unroll
+                    for (int r = 0; r < RW; ++r) F::get(cur[r], a8, codes[r], d[r], mn[r]);
+#pragma unroll
+                    for (int c = 0; c < NC; ++c) {
+                        if (c < ncols) {
+                            int x[8];
+                            float2 ds;
+                            load_act(qa, da, c * nb + b, x, ds);
+#pragma unroll
+                            for (int r = 0; r < RW; ++r) {
+                                accumulate<T>(acc[r * NC + c], block_dot<T>(codes[r], x), d[r], mn[r], ds);
                             }
                         }
                     }
                 }
+            }
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+#pragma unroll
+                for (int k = 0; k < F::kW; ++k) cur[r][k] = nxt[r][k];
             }
         }
         RowAdd add = p.add;
@@ -267,16 +319,21 @@ template <int T, int NC, int R, int RW> void launch_q8_k(const Q8Group & g, cuda
     launch(mmv_q8_kernel<T, NC, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
-// A warp per row group while there are enough groups to fill the GPU with
-// warps (or too few chunks per row to share); otherwise every warp of a block
-// on one row group.
+// Warps per row group: the fewest (1, 2, kWarps) that give the launch
+// kFillWarps warps, and no more than the row has steps. Measured on the H200
+// (the lab comparison of Note [lane per block], Q4_0 / Q8_0, one column):
+// 4096 x 14336 two warps per group 12.2 / 19.4 us (one: 14.4 / 22.8); 8192 x
+// 2048 one warp 5.2 / 7.8 (two: 6.1 / 7.8); 14336 x 4096 one warp 12.9 / 20.3
+// (four: 12.2 / 18.0).
 constexpr int64_t kFillWarps = 4096;
 template <int T, int NC, int RW> void launch_q8_rw(const Q8Group & g, cudaStream_t st) {
-    constexpr int kURow = Q8Fmt<T>::kU / RW > 0 ? Q8Fmt<T>::kU / RW : 1;
     const Q8Args & p = g.m[0];
-    const int64_t n_chunks = (p.K / (32 * kRun) + kURow - 1) / kURow;
-    if (g.rows / RW * p.ne12 * p.ne13 >= kFillWarps || n_chunks < 2 * kWarps) {
+    const int64_t groups = g.rows / RW * p.ne12 * p.ne13;
+    const int64_t n_steps = (p.K / 32 + 31) / 32;
+    if (groups >= kFillWarps || n_steps < 2) {
         launch_q8_k<T, NC, 1, RW>(g, st);
+    } else if (groups * 2 >= kFillWarps || n_steps < kWarps) {
+        launch_q8_k<T, NC, 2, RW>(g, st);
     } else {
         launch_q8_k<T, NC, kWarps, RW>(g, st);
     }
@@ -289,17 +346,22 @@ bool rows_multiple_of(const Q8Group & g, int64_t rw) {
     return true;
 }
 
-// Rows per warp for NC columns: the activation loads of a lane (per column)
-// are shared by that many rows, at the cost of NC x RW accumulators (at most
-// 145 registers, no spills). Measured on the H200 (4096 x 14336, `standin
-// matmul`, GGML_STANDIN_MMQ=off, us): 4 rows against the 2 / 1 / 1 of before
-// at 2 / 4 / 8 columns, Q4_0 28.6 / 44.8 / 92.7 against 41.2 / 120 / 234, Q8_0
-// 28.7 / 34.9 / 58.3 against 37.2 / 75.6 / 135; 2 rows at 8 columns: 114 and 84.
-template <int NC> constexpr int kRowsPerWarp = 4;
+// Rows per warp: the activation loads of a lane (per column) are shared by
+// that many rows, at the cost of RW x (kW + 1) words of weights held twice
+// (this step's and the next one's).
+template <int NC> constexpr int kRowsPerWarp = 2;
 
 // RW rows per warp where every member's row count allows it, else one.
 template <int T, int NC> void launch_q8_nc(const Q8Group & g, cudaStream_t st) {
     constexpr int RW = kRowsPerWarp<NC>;
+    static const int exp_rw = [] {
+        const char * v = std::getenv("STANDIN_EXPERIMENT_MMV_RW");
+        return v != nullptr ? std::atoi(v) : 0;
+    }();
+    if (exp_rw == 1) {
+        launch_q8_rw<T, NC, 1>(g, st);
+        return;
+    }
     if (RW > 1 && rows_multiple_of(g, RW)) {
         launch_q8_rw<T, NC, RW>(g, st);
     } else {
