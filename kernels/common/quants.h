@@ -348,11 +348,18 @@ SI_HD void dequant(const BlockQ6_K & b, float * y) {
 SI_HD constexpr int table16(uint64_t lo, uint64_t hi, int n) {
     return int(int8_t(uint8_t((n < 8 ? lo >> (8 * n) : hi >> (8 * (n - 8))) & 0xffu)));
 }
+// A 16-entry int8 table as two little-endian words (entries 0..7, 8..15); the
+// CUDA mat-vec looks entries up four at a time in the same words (byte permutes).
+struct Table16 {
+    uint64_t lo, hi;
+};
 // IQ4_NL's non-linear levels: -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113.
-SI_HD constexpr int iq4nl_level(int n) { return table16(0xF6EADDCFBFAD9881ull, 0x7159453526190D01ull, n); }
+constexpr Table16 kIQ4NLLevels{0xF6EADDCFBFAD9881ull, 0x7159453526190D01ull};
+SI_HD constexpr int iq4nl_level(int n) { return table16(kIQ4NLLevels.lo, kIQ4NLLevels.hi, n); }
 // E2M1 (sign, 2-bit exponent, 1-bit mantissa) doubled, so that it is an integer:
 // 0 1 2 3 4 6 8 12 and their negatives.
-SI_HD constexpr int e2m1_twice(int n) { return table16(0x0C08060403020100ull, 0xF4F8FAFCFDFEFF00ull, n); }
+constexpr Table16 kE2M1Twice{0x0C08060403020100ull, 0xF4F8FAFCFDFEFF00ull};
+SI_HD constexpr int e2m1_twice(int n) { return table16(kE2M1Twice.lo, kE2M1Twice.hi, n); }
 
 // E8M0 scale 2^(e - 127), halved to pair with e2m1_twice; e = 0 and 1 give the
 // subnormals 2^-128 and 2^-127. No NaN: e = 255 is 2^127.

@@ -3,8 +3,7 @@
 // a number of src1 columns (mul_mat.cu asks it, and nothing else decides):
 //
 //   weights            columns       kernel
-//   Q4_0..Q5_1         1..2          integer mat-vec (mul_mat_vec_q8.cu)
-//   Q8_0               1..4          integer mat-vec (mul_mat_vec_q8.cu)
+//   Q4_0..Q5_1, Q8_0   1..5          integer mat-vec (mul_mat_vec_q8.cu)
 //   Q4_K, Q5_K, Q6_K   1..2          integer mat-vec (mul_mat_vec_k.cu)
 //   Q4_0..Q6_K         3(5)..127     integer tensor-core product (mmq.cu),
 //                                    8..64 columns per tile
@@ -13,8 +12,10 @@
 //                                    else mmq.cu
 //   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
 //                      9..           cuBLAS, else the tiled TF32 kernel
-//   integer-form       1..8          integer mat-vec over decode_run's runs
-//   (Q2_K, Q3_K, IQ*,                (mul_mat_vec_run.cu)
+//   integer-form       1..8          integer mat-vec: IQ4_NL, IQ4_XS, MXFP4
+//   (Q2_K, Q3_K, IQ*,                a lane per block (mul_mat_vec_q8.cu) where
+//                                    K % 256 and 8-byte aligned rows, the rest
+//                                    over decode_run's runs (mul_mat_vec_run.cu)
 //   MXFP4, NVFP4,      9..           cuBLAS over weights decoded to F16,
 //   Q1_0, Q2_0)                      else the tiled TF32 kernel (no mmq
 //                                    format; weight_types.h lists them)
@@ -92,24 +93,21 @@ inline int mmq_chunk(ggml_type t) {
 // The integer mat-vec's weight types: the most src1 columns it takes
 // (mm::q8_applies adds the shape checks), and up to how many the table picks
 // it over mmq, measured on the H200 (4096 x 14336, `standin matmul`,
-// results/h200/summary-28.txt): the 32-element formats (mul_mat_vec_q8.cu)
-// take 8 and win up to two columns (Q4_0 27.8 against 33.0 us, Q5_0 32.5
-// against 42.6; at three 39.2 against 33.6), Q8_0 up to four (35.1 against
-// 40.9; at five 49.9 against 41.1); the K formats (mul_mat_vec_k.cu) take 4
-// and win at two (Q4_K 30 against 42 us, Q6_K 44 against 64), not at three
-// or four (Q4_K 48 against 42). The integer-form formats
-// (mul_mat_vec_run.cu) take 8, with no mmq to weigh against (not yet
-// measured: 8 as ggml-cuda's mat-vec). {0, 0}: none.
+// results/h200/summary-39.txt): the 32-element formats' lane-per-block
+// mat-vec (mul_mat_vec_q8.cu) takes 8 and wins up to five columns (Q4_0 at 3
+// / 4 / 5: 23.0 / 27.4 / 30.9 us against mmq's 34.5 / 34.7; at 8 41.5 against
+// 35.5; Q8_0 at 3 / 4 / 5: 27.0 / 31.1 / 37.4, at 8 49.4 against mmq's 41.7);
+// the K formats (mul_mat_vec_k.cu) take 4 and win at two (Q4_K 30 against 42
+// us, Q6_K 44 against 64), not at three or four (Q4_K 48 against 42). The
+// integer-form formats take 8, with no mmq to weigh against. {0, 0}: none.
 struct VecInt {
     int max_n;
     int pick_n;
 };
 inline VecInt vec_int(ggml_type t) {
     switch (t) {
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-            return {8, 2};
-        case GGML_TYPE_Q8_0:
-            return {8, 4};
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
+            return {8, 5};
         case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
             return {4, 2};
         default:

@@ -28,8 +28,6 @@
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=q[456]_K' (with
 // GGML_STANDIN_MMQ=off for 3 and 4 columns) and the MUL_MAT_VEC_FUSION cases;
 // time with `standin matmul` (scripts/gpu-check kquant).
-#include <cstdlib>
-
 #include "diag/check.h"
 #include "kernels/common/quants.h"
 #include "kernels/cuda/common.cuh"
@@ -356,11 +354,6 @@ template <int T> void launch_k_t(const Q8Group & g, cudaStream_t st) {
     }
     const int64_t split = n_sb >= int64_t(kWarps) * kBlocksPerWarp ? kWarps : 1;
     int rw = KFmt<T>::kMaxRW;
-    static const int exp_rw = [] {
-        const char * v = std::getenv("STANDIN_EXPERIMENT_MMVK_RW");
-        return v != nullptr ? std::atoi(v) : 0;
-    }();
-    if (exp_rw > 0 && exp_rw < rw) rw = exp_rw;
     while (rw > 1 && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarps)) rw /= 2;
     const int64_t warps = g.rows / rw * mats;
     if (rw >= 4) {

@@ -1,5 +1,7 @@
 // MUL_MAT for few src1 columns (N <= 8, token generation) with weights in the
-// 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, in integers:
+// 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, and the 4-bit
+// table formats IQ4_NL, MXFP4 and IQ4_XS (IQ4_XS as 8 blocks of 32 per
+// super-block; their codes are quants.h's table entries), in integers:
 //   - src1 is quantized first to ggml-cpu's activation blocks (act_round.cuh,
 //     quantize_act): per 32 values int8 codes q, the scale da and da times the
 //     codes' sum;
@@ -29,11 +31,9 @@
 // Applies when K % 256 == 0 and the weights' rows are 16-byte aligned
 // (q8_applies); mul_mat.cu falls back to mul_mat_vec.cu otherwise.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'type_a=q[458]_[01].*n=[1-8],')
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'type_a=(q[458]_[01]|iq4_nl|iq4_xs|mxfp4).*n=[1-8],')
 // and -o MUL_MAT_VEC_FUSION (grouped launches); the logits ctests
 // (model.logits.*.cuda); time with `standin matmul`.
-#include <cstdlib>
-
 #include "diag/check.h"
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
@@ -62,7 +62,7 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
 }
 
 // Word k of a block's bytes from byte F on, for a block that starts a8 / 8
-// bytes (0 or 2) into W[0] (Note [lane per block]): a funnel shift clamped at
+// bytes (0 to 3) into W[0] (Note [lane per block]): a funnel shift clamped at
 // 32 bits, so a shift of 32 yields W[F / 4 + k + 1] itself.
 template <int F> __device__ __forceinline__ uint32_t field(const uint32_t * W, uint32_t a8, int k) {
     return __funnelshift_rc(W[F / 4 + k], W[F / 4 + k + 1], 8u * (F % 4) + a8);
@@ -71,34 +71,75 @@ template <int F> __device__ __forceinline__ uint32_t field(const uint32_t * W, u
 __device__ __forceinline__ float half_lo(uint32_t w) { return quant::half(uint16_t(w & 0xffffu)); }
 __device__ __forceinline__ float half_hi(uint32_t w) { return quant::half(uint16_t(w >> 16)); }
 
-// One format: its block bytes, the 4-byte words a lane loads for a block
-// (kW, enough for either start within the first word), the constant offset
-// of its codes (0 for the formats with a minimum, and Q8_0), whether it has a
-// minimum, and the decoding of a block into 8 words of 4 codes (words j and
-// 4 + j hold elements 4j..4j+3 and 16+4j..16+4j+3; Q8_0: word j elements
-// 4j..4j+3), its scale and minimum. Q4_0 and Q4_1 leave the high nibbles in
-// place (16 times the code, dotted unsigned: kHiShift).
+// Four entries of a 16-entry int8 table (quant::Table16 as words t0..t3): byte
+// k of x (0..15) selects entry x_k. The indices go into the selector nibbles
+// of two byte permutes (entries 0..7 and 8..15), and bit 3 of each picks one.
+__device__ __forceinline__ uint32_t lookup4(uint32_t x, uint32_t t0, uint32_t t1, uint32_t t2, uint32_t t3) {
+    const uint32_t sel = __byte_perm(x | (x >> 4), 0u, 0x4420u) & 0x7777u;
+    const uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
+    const uint32_t upper = ((x >> 3) & 0x01010101u) * 0xffu;
+    return (hi & upper) | (lo & ~upper);
+}
+
+// A table's words, and the 8 code words of 4 words of nibbles q (low nibbles
+// elements 4j..4j+3, high nibbles 16+4j..: the layout of Q4_0 and the table formats).
+struct TableWords {
+    uint32_t t0, t1, t2, t3;
+    __host__ __device__ constexpr explicit TableWords(const quant::Table16 & t)
+        : t0(uint32_t(t.lo)), t1(uint32_t(t.lo >> 32)), t2(uint32_t(t.hi)), t3(uint32_t(t.hi >> 32)) {}
+    __device__ void codes(const uint32_t (&q)[4], uint32_t (&c)[8]) const {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            c[j] = lookup4(q[j] & 0x0f0f0f0fu, t0, t1, t2, t3);
+            c[4 + j] = lookup4((q[j] >> 4) & 0x0f0f0f0fu, t0, t1, t2, t3);
+        }
+    }
+};
+
+// The formats whose blocks of 32 are read as kW 4-byte words from the word
+// holding their first byte (rows 4-byte aligned): block b's words, and how
+// far into W[0] it starts (a8 bits: 0, 8, 16 or 24).
+template <int kBytes_, int kW_> struct RawWords {
+    static constexpr int kBytes = kBytes_, kW = kW_;
+    __device__ static void load(const uint8_t * row, int b, uint32_t (&w)[kW]) {
+        const uint32_t * src = reinterpret_cast<const uint32_t *>(row + ((uint32_t(b) * kBytes) & ~3u));
+#pragma unroll
+        for (int k = 0; k < kW; ++k) w[k] = __ldg(src + k);
+    }
+    __device__ static uint32_t a8(int b) { return kBytes % 4 == 0 ? 0u : ((uint32_t(b) * kBytes) & 3u) * 8u; }
+};
+
+// One format: the words a lane holds for one block of 32 (kW) and how it
+// loads them (load(row, b, W): block b of a row, the kernel's 32-bit offsets),
+// the constant offset of its codes (0 for the formats with a minimum, Q8_0 and
+// the table formats), whether it has a minimum, and the decoding of block b
+// from its words into 8 words of 4 codes (words j and 4 + j hold elements
+// 4j..4j+3 and 16+4j..16+4j+3; Q8_0: word j elements 4j..4j+3), its scale and
+// minimum. Q4_0 and Q4_1 leave the high nibbles in place (16 times the code,
+// dotted unsigned: kHiShift); the table formats (IQ4_NL, IQ4_XS, MXFP4) look
+// their codes up in quants.h's tables, values and scales as decode_run gives them.
 template <int T> struct Q8Fmt;
 
-template <> struct Q8Fmt<GGML_TYPE_Q4_0> {
-    static constexpr int kBytes = sizeof(quant::BlockQ4_0), kW = 5, kOff = 8;
+template <> struct Q8Fmt<GGML_TYPE_Q4_0> : RawWords<sizeof(quant::BlockQ4_0), 5> {
+    static constexpr int kOff = 8;
     static constexpr bool kMin = false, kHiShift = true;
-    __device__ static void get(const uint32_t * W, uint32_t a8, uint32_t (&c)[8], float & d, float & m) {
-        d = half_lo(field<0>(W, a8, 0));
+    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+        const uint32_t s = a8(b);
+        d = half_lo(field<0>(W, s, 0));
         m = 0.0f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const uint32_t q = field<2>(W, a8, j);
+            const uint32_t q = field<2>(W, s, j);
             c[j] = q & 0x0f0f0f0fu;
             c[4 + j] = q & 0xf0f0f0f0u;
         }
     }
 };
 
-template <> struct Q8Fmt<GGML_TYPE_Q4_1> {
-    static constexpr int kBytes = sizeof(quant::BlockQ4_1), kW = 5, kOff = 0;
+template <> struct Q8Fmt<GGML_TYPE_Q4_1> : RawWords<sizeof(quant::BlockQ4_1), 5> {
+    static constexpr int kOff = 0;
     static constexpr bool kMin = true, kHiShift = true;
-    __device__ static void get(const uint32_t * W, uint32_t, uint32_t (&c)[8], float & d, float & m) {
+    __device__ static void get(const uint32_t * W, int, uint32_t (&c)[8], float & d, float & m) {
         d = half_lo(W[0]);
         m = half_hi(W[0]);
 #pragma unroll
@@ -109,26 +150,27 @@ template <> struct Q8Fmt<GGML_TYPE_Q4_1> {
     }
 };
 
-template <> struct Q8Fmt<GGML_TYPE_Q5_0> {
-    static constexpr int kBytes = sizeof(quant::BlockQ5_0), kW = 6, kOff = 16;
+template <> struct Q8Fmt<GGML_TYPE_Q5_0> : RawWords<sizeof(quant::BlockQ5_0), 6> {
+    static constexpr int kOff = 16;
     static constexpr bool kMin = false, kHiShift = false;
-    __device__ static void get(const uint32_t * W, uint32_t a8, uint32_t (&c)[8], float & d, float & m) {
-        d = half_lo(field<0>(W, a8, 0));
+    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+        const uint32_t s = a8(b);
+        d = half_lo(field<0>(W, s, 0));
         m = 0.0f;
-        const uint32_t qh = field<2>(W, a8, 0);
+        const uint32_t qh = field<2>(W, s, 0);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const uint32_t q = field<6>(W, a8, j);
+            const uint32_t q = field<6>(W, s, j);
             c[j] = (q & 0x0f0f0f0fu) | fifth_bits(qh >> (4 * j));
             c[4 + j] = ((q >> 4) & 0x0f0f0f0fu) | fifth_bits(qh >> (16 + 4 * j));
         }
     }
 };
 
-template <> struct Q8Fmt<GGML_TYPE_Q5_1> {
-    static constexpr int kBytes = sizeof(quant::BlockQ5_1), kW = 6, kOff = 0;
+template <> struct Q8Fmt<GGML_TYPE_Q5_1> : RawWords<sizeof(quant::BlockQ5_1), 6> {
+    static constexpr int kOff = 0;
     static constexpr bool kMin = true, kHiShift = false;
-    __device__ static void get(const uint32_t * W, uint32_t, uint32_t (&c)[8], float & d, float & m) {
+    __device__ static void get(const uint32_t * W, int, uint32_t (&c)[8], float & d, float & m) {
         d = half_lo(W[0]);
         m = half_hi(W[0]);
         const uint32_t qh = W[1];
@@ -141,14 +183,67 @@ template <> struct Q8Fmt<GGML_TYPE_Q5_1> {
     }
 };
 
-template <> struct Q8Fmt<GGML_TYPE_Q8_0> {
-    static constexpr int kBytes = sizeof(quant::BlockQ8_0), kW = 9, kOff = 0;
+template <> struct Q8Fmt<GGML_TYPE_Q8_0> : RawWords<sizeof(quant::BlockQ8_0), 9> {
+    static constexpr int kOff = 0;
     static constexpr bool kMin = false, kHiShift = false;
-    __device__ static void get(const uint32_t * W, uint32_t a8, uint32_t (&c)[8], float & d, float & m) {
-        d = half_lo(field<0>(W, a8, 0));
+    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+        const uint32_t s = a8(b);
+        d = half_lo(field<0>(W, s, 0));
         m = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) c[j] = field<2>(W, a8, j);
+        for (int j = 0; j < 8; ++j) c[j] = field<2>(W, s, j);
+    }
+};
+
+template <> struct Q8Fmt<GGML_TYPE_IQ4_NL> : RawWords<sizeof(quant::BlockIQ4_NL), 5> {
+    static constexpr int kOff = 0;
+    static constexpr bool kMin = false, kHiShift = false;
+    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+        const uint32_t s = a8(b);
+        d = half_lo(field<0>(W, s, 0));
+        m = 0.0f;
+        const uint32_t q[4] = {field<2>(W, s, 0), field<2>(W, s, 1), field<2>(W, s, 2), field<2>(W, s, 3)};
+        constexpr TableWords kTab(quant::kIQ4NLLevels);
+        kTab.codes(q, c);
+    }
+};
+
+// MXFP4's 17-byte blocks start at any byte of a word (a8 up to 24 bits).
+template <> struct Q8Fmt<GGML_TYPE_MXFP4> : RawWords<sizeof(quant::BlockMXFP4), 5> {
+    static constexpr int kOff = 0;
+    static constexpr bool kMin = false, kHiShift = false;
+    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+        const uint32_t s = a8(b);
+        d = quant::e8m0_half(uint8_t(field<0>(W, s, 0) & 0xffu));
+        m = 0.0f;
+        const uint32_t q[4] = {field<1>(W, s, 0), field<1>(W, s, 1), field<1>(W, s, 2), field<1>(W, s, 3)};
+        constexpr TableWords kTab(quant::kE2M1Twice);
+        kTab.codes(q, c);
+    }
+};
+
+// IQ4_XS: block b of 32 is run pair b % 8 of super-block b / 8 (136 bytes, so
+// 8-byte aligned in an 8-byte aligned row): the super-block's 8-byte header
+// (d, scales_h, scales_l) and the run pair's 16 bytes of nibbles, with 8-byte loads.
+template <> struct Q8Fmt<GGML_TYPE_IQ4_XS> {
+    static constexpr int kW = 6, kOff = 0;
+    static constexpr bool kMin = false, kHiShift = false;
+    __device__ static void load(const uint8_t * row, int b, uint32_t (&w)[kW]) {
+        const uint8_t * sb = row + uint32_t(b >> 3) * uint32_t(sizeof(quant::BlockIQ4_XS));
+        const uint2 h = __ldg(reinterpret_cast<const uint2 *>(sb));
+        const uint2 q0 = __ldg(reinterpret_cast<const uint2 *>(sb + 8 + 16 * (b & 7)));
+        const uint2 q1 = __ldg(reinterpret_cast<const uint2 *>(sb + 16 + 16 * (b & 7)));
+        w[0] = h.x; w[1] = h.y; w[2] = q0.x; w[3] = q0.y; w[4] = q1.x; w[5] = q1.y;
+    }
+    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+        const int ib = b & 7;
+        // The run pair's 6-bit scale, as decode_run reads it (offset 32).
+        const int ls = int((W[1] >> (4 * ib)) & 15u) | int(((W[0] >> (16 + 2 * ib)) & 3u) << 4);
+        d = half_lo(W[0]) * float(ls - 32);
+        m = 0.0f;
+        const uint32_t q[4] = {W[2], W[3], W[4], W[5]};
+        constexpr TableWords kTab(quant::kIQ4NLLevels);
+        kTab.codes(q, c);
     }
 };
 
@@ -186,11 +281,12 @@ __device__ __forceinline__ void load_act(const int8_t * qa, const float2 * da, i
 // minimum dw * da * s + m * da * sum(q).
 template <int T> __device__ __forceinline__ void accumulate(float & a, int s, float d, float mn, float2 ds) {
     using F = Q8Fmt<T>;
+    constexpr float kOffset = -float(F::kOff);
     const float sf = float(s);
     if constexpr (F::kMin) {
         a = fmaf(d * ds.x, sf, fmaf(mn, ds.y, a));
     } else if constexpr (F::kOff != 0) {
-        a = fmaf(d, fmaf(ds.x, sf, -float(F::kOff) * ds.y), a);
+        a = fmaf(d, fmaf(ds.x, sf, kOffset * ds.y), a);
     } else {
         a = fmaf(d * ds.x, sf, a);
     }
@@ -240,12 +336,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
         auto fetch = [&](int s, uint32_t (&w)[RW][F::kW]) {
             const int b = min(s * 32 + lane, nb - 1);
 #pragma unroll
-            for (int r = 0; r < RW; ++r) {
-                const uint32_t * src =
-                    reinterpret_cast<const uint32_t *>(row + (uint32_t(r) * row_bytes + ((uint32_t(b) * F::kBytes) & ~3u)));
-#pragma unroll
-                for (int k = 0; k < F::kW; ++k) w[r][k] = __ldg(src + k);
-            }
+            for (int r = 0; r < RW; ++r) F::load(row + uint32_t(r) * row_bytes, b, w[r]);
         };
         int s = live ? sub : n_steps;
         if (live) fetch(s, cur);  // weights: before the wait (Note [dependent launch])
@@ -256,8 +347,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
             fetch(s + R, nxt);  // in flight while this step is decoded
             const int b = s * 32 + lane;
             if (b < nb) {
-                // A block starts at byte 0 or 2 of its first word (Q4_1 and Q5_1 always at 0).
-                const uint32_t a8 = F::kBytes % 4 == 0 ? 0u : ((uint32_t(b) * F::kBytes) & 3u) * 8u;
                 // Few columns: each column's activation words held, each row
                 // decoded once against all of them; more columns: each row's
                 // codes held, each column's words loaded once (registers).
@@ -272,7 +361,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
                     for (int r = 0; r < RW; ++r) {
                         uint32_t codes[8];
                         float d, mn;
-                        F::get(cur[r], a8, codes, d, mn);
+                        F::get(cur[r], b, codes, d, mn);
 #pragma unroll
                         for (int c = 0; c < NC; ++c) {
                             if (c < ncols) accumulate<T>(acc[r * NC + c], block_dot<T>(codes, x[c]), d, mn, ds[c]);
@@ -282,7 +371,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
                     uint32_t codes[RW][8];
                     float d[RW], mn[RW];
 #pragma unroll
-                    for (int r = 0; r < RW; ++r) F::get(cur[r], a8, codes[r], d[r], mn[r]);
+                    for (int r = 0; r < RW; ++r) F::get(cur[r], b, codes[r], d[r], mn[r]);
 #pragma unroll
                     for (int c = 0; c < NC; ++c) {
                         if (c < ncols) {
@@ -354,14 +443,6 @@ template <int NC> constexpr int kRowsPerWarp = 2;
 // RW rows per warp where every member's row count allows it, else one.
 template <int T, int NC> void launch_q8_nc(const Q8Group & g, cudaStream_t st) {
     constexpr int RW = kRowsPerWarp<NC>;
-    static const int exp_rw = [] {
-        const char * v = std::getenv("STANDIN_EXPERIMENT_MMV_RW");
-        return v != nullptr ? std::atoi(v) : 0;
-    }();
-    if (exp_rw == 1) {
-        launch_q8_rw<T, NC, 1>(g, st);
-        return;
-    }
     if (RW > 1 && rows_multiple_of(g, RW)) {
         launch_q8_rw<T, NC, RW>(g, st);
     } else {
@@ -374,6 +455,20 @@ template <int T> void launch_q8_t(const Q8Group & g, cudaStream_t st) {
     with_col_width(g.m[0].N, [&](auto nc) { launch_q8_nc<T, decltype(nc)::value>(g, st); });
 }
 
+// Whether the table formats' rows suit the lane-per-block kernel: whole
+// super-blocks of 256 (K % 256) and 8-byte aligned rows (IQ4_XS's 8-byte
+// loads; the others' 4-byte words), as q8_applies asks of the other formats.
+bool lane_block_rows(const Q8Group & g) {
+    for (int i = 0; i < g.n; ++i) {
+        const Q8Args & p = g.m[i];
+        if (p.K % (32 * kRun) != 0 || reinterpret_cast<uintptr_t>(p.a) % 8 != 0 || p.a_nb1 % 8 != 0 ||
+            p.a_nb2 % 8 != 0 || p.a_nb3 % 8 != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
     switch (t) {
         case GGML_TYPE_Q4_0: launch_q8_t<GGML_TYPE_Q4_0>(g, st); break;
@@ -381,6 +476,17 @@ void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
         case GGML_TYPE_Q5_0: launch_q8_t<GGML_TYPE_Q5_0>(g, st); break;
         case GGML_TYPE_Q5_1: launch_q8_t<GGML_TYPE_Q5_1>(g, st); break;
         case GGML_TYPE_Q8_0: launch_q8_t<GGML_TYPE_Q8_0>(g, st); break;
+        // The table formats by lane per block where their rows allow it,
+        // else the integer-form run kernel (mul_mat_vec_run.cu).
+        case GGML_TYPE_IQ4_NL:
+            lane_block_rows(g) ? launch_q8_t<GGML_TYPE_IQ4_NL>(g, st) : launch_qr(t, g, st);
+            break;
+        case GGML_TYPE_IQ4_XS:
+            lane_block_rows(g) ? launch_q8_t<GGML_TYPE_IQ4_XS>(g, st) : launch_qr(t, g, st);
+            break;
+        case GGML_TYPE_MXFP4:
+            lane_block_rows(g) ? launch_q8_t<GGML_TYPE_MXFP4>(g, st) : launch_qr(t, g, st);
+            break;
         default:
             if (is_int_form_weight(t)) {
                 launch_qr(t, g, st);  // mul_mat_vec_run.cu

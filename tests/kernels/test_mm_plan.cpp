@@ -117,7 +117,7 @@ TEST(ProductPlan, KnobsAndFallbacks) {
     p.mmq_mode = 2;  // GGML_STANDIN_MMQ=all
     EXPECT_EQ(plan::choose(p).path, plan::Path::mmq);
     p.mmq_mode = 0;
-    p.N = 5;
+    p.N = 6;
     EXPECT_EQ(plan::choose(p).path, plan::Path::mmq);
     p.mmq_mode = 1;  // off: the mat-vec while it takes the product, cuBLAS beyond
     EXPECT_EQ(plan::choose(p).path, plan::Path::vec_int);
@@ -134,12 +134,10 @@ TEST(ProductPlan, KnobsAndFallbacks) {
 }
 
 TEST(ProductPlan, BlockFormatsDecodeFewColumnsOnTheirMatVec) {
-    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1}) {
-        EXPECT_EQ(plan::choose(problem(t, 2)).path, plan::Path::vec_int) << ggml_type_name(t);
-        EXPECT_EQ(plan::choose(problem(t, 3)).path, plan::Path::mmq) << ggml_type_name(t);
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0}) {
+        EXPECT_EQ(plan::choose(problem(t, 5)).path, plan::Path::vec_int) << ggml_type_name(t);
+        EXPECT_EQ(plan::choose(problem(t, 6)).path, plan::Path::mmq) << ggml_type_name(t);
     }
-    EXPECT_EQ(plan::choose(problem(GGML_TYPE_Q8_0, 4)).path, plan::Path::vec_int);
-    EXPECT_EQ(plan::choose(problem(GGML_TYPE_Q8_0, 5)).path, plan::Path::mmq);
 }
 
 TEST(ProductPlan, KFormatsDecodeUpToTwoColumnsOnTheirMatVec) {
