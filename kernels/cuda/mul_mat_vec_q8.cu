@@ -109,6 +109,14 @@ template <int kBytes_, int kW_> struct RawWords {
     __device__ static uint32_t a8(int b) { return kBytes % 4 == 0 ? 0u : ((uint32_t(b) * kBytes) & 3u) * 8u; }
 };
 
+// The scale and the 4 words of nibbles of a block laid out as Q4_0 and IQ4_NL
+// are (a half scale, then 16 bytes), starting a8 bits into W[0].
+__device__ __forceinline__ void half_and_nibbles(const uint32_t * W, uint32_t a8, float & d, uint32_t (&q)[4]) {
+    d = half_lo(field<0>(W, a8, 0));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) q[j] = field<2>(W, a8, j);
+}
+
 // One format: the words a lane holds for one block of 32 (kW) and how it
 // loads them (load(row, b, W): block b of a row, the kernel's 32-bit offsets),
 // the constant offset of its codes (0 for the formats with a minimum, Q8_0 and
@@ -124,14 +132,13 @@ template <> struct Q8Fmt<GGML_TYPE_Q4_0> : RawWords<sizeof(quant::BlockQ4_0), 5>
     static constexpr int kOff = 8;
     static constexpr bool kMin = false, kHiShift = true;
     __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
-        const uint32_t s = a8(b);
-        d = half_lo(field<0>(W, s, 0));
+        uint32_t q[4];
+        half_and_nibbles(W, a8(b), d, q);
         m = 0.0f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const uint32_t q = field<2>(W, s, j);
-            c[j] = q & 0x0f0f0f0fu;
-            c[4 + j] = q & 0xf0f0f0f0u;
+            c[j] = q[j] & 0x0f0f0f0fu;
+            c[4 + j] = q[j] & 0xf0f0f0f0u;
         }
     }
 };
@@ -199,10 +206,9 @@ template <> struct Q8Fmt<GGML_TYPE_IQ4_NL> : RawWords<sizeof(quant::BlockIQ4_NL)
     static constexpr int kOff = 0;
     static constexpr bool kMin = false, kHiShift = false;
     __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
-        const uint32_t s = a8(b);
-        d = half_lo(field<0>(W, s, 0));
+        uint32_t q[4];
+        half_and_nibbles(W, a8(b), d, q);
         m = 0.0f;
-        const uint32_t q[4] = {field<2>(W, s, 0), field<2>(W, s, 1), field<2>(W, s, 2), field<2>(W, s, 3)};
         constexpr TableWords kTab(quant::kIQ4NLLevels);
         kTab.codes(q, c);
     }

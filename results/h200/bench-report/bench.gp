@@ -1,6 +1,6 @@
 set terminal pngcairo size 1260,1000 font 'sans,10'
-set output 'bench.png'
-set multiplot layout 2,1 title 'standin bench (cuda), 2026-11-30 11:20 UTC'
+set output '/tmp/newrep/bench.png'
+set multiplot layout 2,1 title 'standin bench (cuda), 2026-12-03 23:53 UTC'
 set style data histogram
 set style fill solid 0.85 border -1
 set key outside right top
@@ -11,13 +11,13 @@ set bmargin 4
 set style histogram errorbars gap 2 lw 1
 set logscale y
 set ylabel 'tokens/s (log scale)'
-set yrange [76.5097:*]
+set yrange [80.9695:*]
 set title 'throughput: mean and standard deviation over 2 repetitions'
-plot 'bench.dat' using 2:3:xtic(1) title 'real', 'bench.dat' using 5:6 title 'standalone', 'bench.dat' using 8:9 title 'interposed-none'
+plot '/tmp/newrep/bench.dat' using 2:3:xtic(1) title 'real', '/tmp/newrep/bench.dat' using 5:6 title 'standalone', '/tmp/newrep/bench.dat' using 8:9 title 'interposed-none'
 unset logscale y
 set style histogram clustered gap 2
 set yrange [0:*]
 set ylabel 'ratio to real'
 set title 'ratio to real: upper quartiles of t/s (1 = same speed)'
-plot 'bench.dat' using 4:xtic(1) title 'real', 'bench.dat' using 7 title 'standalone', 'bench.dat' using 10 title 'interposed-none', 1 with lines dt 2 lc 'black' notitle
+plot '/tmp/newrep/bench.dat' using 4:xtic(1) title 'real', '/tmp/newrep/bench.dat' using 7 title 'standalone', '/tmp/newrep/bench.dat' using 10 title 'interposed-none', 1 with lines dt 2 lc 'black' notitle
 unset multiplot
