@@ -332,7 +332,11 @@ Status mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shap
     const int64_t ncols = s.N * s.ne12 * s.ne13;
     const size_t  q_bytes = (size_t(ncols * s.K) + 63) & ~size_t(63);
     const size_t  f_bytes = (size_t(ncols * (s.K / 32)) * sizeof(float) + 63) & ~size_t(63);
-    char * buf = scratch(q_bytes + 3 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
+    // The 512-bit packed kernels read column pairs interleaved (Note [column
+    // pairs], mul_mat_x8_vnni.cpp): as many bytes again as the codes.
+    const bool pairs = ncols >= 2 && packed::is_native(a) && mm::x8_wants_pairs(a->type);
+    const size_t p_bytes = pairs ? q_bytes : 0;
+    char * buf = scratch(q_bytes + 3 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t) + p_bytes);
     if (buf == nullptr) {
         return Status::out_of_memory;
     }
@@ -356,7 +360,13 @@ Status mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shap
         }
     });
 
-    const mm::Act act{q, d, sm, sums, s.K, q8sum};
+    int32_t * qpair = nullptr;
+    if (pairs) {
+        qpair = reinterpret_cast<int32_t *>(buf + q_bytes + 3 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t));
+        pool.parallel_for(ncols / 2, std::max<int64_t>(1, 2048 / s.K),
+                          [&](int64_t p0, int64_t p1) { mm::interleave_pairs(q, s.K, p0, p1, qpair); });
+    }
+    const mm::Act act{q, d, sm, sums, s.K, q8sum, qpair};
     pool.parallel_for(s.tiles(), 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const TileIndex ti = tile_index(s, t);

@@ -34,6 +34,21 @@ struct OpsAvx2 {
 
 QTileFn x8_tile_vnni(ggml_type type);  // mul_mat_x8_vnni.cpp
 
+bool x8_wants_pairs(ggml_type type) {
+    return isa::level() == isa::Level::avx512_vnni && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0);
+}
+
+void interleave_pairs(const int8_t * q, int64_t K, int64_t p0, int64_t p1, int32_t * qpair) {
+    const int64_t nb = K / 32;
+    for (int64_t p = p0; p < p1; ++p) {
+        for (int c = 0; c < 2; ++c) {
+            const int8_t * col = q + (2 * p + c) * K;
+            int32_t * dst = qpair + p * nb * 16 + c;
+            for (int64_t w = 0; w < 8 * nb; ++w) std::memcpy(dst + 2 * w, col + 4 * w, 4);
+        }
+    }
+}
+
 QTileFn x8_tile_for(ggml_type type) {
     switch (isa::level()) {
         case isa::Level::avx512_vnni: return x8_tile_vnni(type);

@@ -51,7 +51,18 @@ struct Act {
     const int16_t * sums;
     int64_t         K;
     const int32_t * q8sum = nullptr;
+    // Optional, for the 512-bit packed kernels (Note [column pairs],
+    // mul_mat_x8_vnni.cpp): the codes of column pairs {2P, 2P + 1} interleaved
+    // by 4-byte word, block b of pair P at qpair + (P * K / 32 + b) * 16.
+    const int32_t * qpair = nullptr;
 };
+
+// Whether the packed kernels of this weight type at the process's level
+// read Act::qpair (then every product with two or more columns fills it).
+bool x8_wants_pairs(ggml_type type);
+
+// Fills qpair (Act's layout) for pairs [p0, p1) from the codes q of K per column.
+void interleave_pairs(const int8_t * q, int64_t K, int64_t p0, int64_t p1, int32_t * qpair);
 
 // Quantizes K floats (K a multiple of the group) into one activation column.
 void quantize_act_32(const float * x, int64_t K, int8_t * q, float * d, float * s, int16_t * p8, int32_t * q8sum);
