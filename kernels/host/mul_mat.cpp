@@ -328,7 +328,8 @@ Status mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shap
     const ggml_tensor * b = node->src[1];
     const int64_t group = quant::act_group(a->type);
     // Scratch: per column K int8, K/32 floats of d, K/32 of s, K/32 int32 of
-    // q8sum, K/2 int16 sums.
+    // q8sum, K/2 int16 sums (and for the 512-bit packed kernels the codes again,
+    // interleaved by column pair).
     const int64_t ncols = s.N * s.ne12 * s.ne13;
     const size_t  q_bytes = (size_t(ncols * s.K) + 63) & ~size_t(63);
     const size_t  f_bytes = (size_t(ncols * (s.K / 32)) * sizeof(float) + 63) & ~size_t(63);
