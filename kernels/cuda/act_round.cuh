@@ -10,8 +10,10 @@
 //
 // One warp per group; the source may have any float type and strides (the
 // element with linear index k is at offset_of(b, k)); the output is dense
-// columns of ldy elements of O (float or __half), or, for the integer mat-vec,
-// the codes and scales themselves (quantize_act).
+// columns of ldy elements of O (float or __half), or, for the integer kernels,
+// the codes and scales themselves (quantize_act). The integer kernels take
+// 32-groups for every weight type (Note [integer activations], mul_mat.cuh);
+// the rounded values for the float paths follow ggml-cpu's group sizes.
 //
 // Test: the logits ctests on STANDIN_CUDA0 with a Q8_0 model (NMSE <= 1e-4
 // against ggml-cpu), test-backend-ops -o MUL_MAT.
@@ -59,35 +61,6 @@ struct QuantOut {
         q[col * K + k] = int8_t(qv[0]);
         const int sum = warp_sum(qv[0]);
         if (lane == 0) ds[col * (K / 32) + k / 32] = make_float2(dv, dv * float(sum));
-    }
-};
-
-// The same codes for 256-groups (the K formats' activation blocks), laid out as
-// QuantOut's: per 32 values {d, d * sum of those 32 codes}, d being the
-// 256-group's scale, so one product kernel reads both (mmq.cu).
-struct QuantOutK {
-    int8_t * q;
-    float2 * ds;
-    int64_t  K;
-    template <int kPer>
-    __device__ void put(int64_t col, int64_t k, int lane, const int (&qv)[kPer], float dv) const {
-        static_assert(kPer == 8, "256-groups: eight codes per lane");
-        uint32_t w[2];
-        int sum = 0;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            w[h] = 0;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                w[h] |= uint32_t(uint8_t(int8_t(qv[4 * h + j]))) << (8 * j);
-                sum += qv[4 * h + j];
-            }
-        }
-        *reinterpret_cast<uint2 *>(q + col * K + k) = make_uint2(w[0], w[1]);
-        // Lanes 4j..4j+3 hold the 32 values of sub-block j of the group.
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if ((lane & 3) == 0) ds[col * (K / 32) + k / 32] = make_float2(dv, dv * float(sum));
     }
 };
 
@@ -150,12 +123,6 @@ void act_round(const ggml_tensor * b, int group, O * y, int64_t ldy, cudaStream_
 // at ds + c * ne[0] / 32).
 inline void quantize_act(const ggml_tensor * b, int8_t * q, float2 * ds, cudaStream_t st) {
     launch_act<32>(b, QuantOut{q, ds, b->ne[0]}, st);
-}
-
-// The same layout from 256-groups (ne[0] a multiple of 256): the K formats'
-// rounding, ggml-cpu's Q8_K values.
-inline void quantize_act_k(const ggml_tensor * b, int8_t * q, float2 * ds, cudaStream_t st) {
-    launch_act<256>(b, QuantOutK{q, ds, b->ne[0]}, st);
 }
 
 } // namespace standin::kernels::cuda::mm

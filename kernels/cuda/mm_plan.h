@@ -129,9 +129,13 @@ inline Choice mmq_choice(const Problem & p) {
     c.path = Path::mmq;
     const int64_t n8 = (p.N + 7) / 8;
     c.nt = n8 <= 1 ? 1 : n8 <= 2 ? 2 : n8 <= 4 ? 4 : 8;
-    // Wide tiles are compute-bound: 128 rows halve the activation traffic per
-    // weight; narrow ones are bound by weight bytes and want more blocks.
-    c.mw = c.nt == 8 && p.M >= 128 * int64_t(p.sms) / 4 ? 2 : 1;
+    // Wide tiles: 128 rows per block, each warp's B fragments serving two
+    // m-tiles (half the shared-memory reads per product). Measured on the
+    // H200 (4096 x 14336, `standin matmul`, results/h200/summary-43.txt): 48
+    // / 64 columns of Q4_0 91.7 / 96.5 us against 108.7 / 114.4 with 64 rows
+    // (the rows alone no longer fill the GPU; the K split does). Narrow tiles
+    // are bound by weight bytes and keep 64 rows, for more blocks.
+    c.mw = c.nt == 8 && p.M >= 128 ? 2 : 1;
     const int64_t rows = 64 * c.mw;
     const int64_t blocks = (p.M + rows - 1) / rows * ((p.N + 8 * c.nt - 1) / (8 * c.nt)) * p.matrices;
     // Narrow tiles are latency-bound: four blocks per SM keep enough weight

@@ -156,14 +156,10 @@ QuantizedY reserve_y(rt::cuda::CudaStream & stream, int64_t K, int64_t cols, cud
     return y;
 }
 
-QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, int group, cudaStream_t st) {
+QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, cudaStream_t st) {
     QuantizedY y = reserve_y(stream, b->ne[0], ggml_nrows(b), st);
     if (!y.ok) return y;
-    if (group == 32) {
-        quantize_act(b, y.q, y.ds, st);
-    } else {
-        quantize_act_k(b, y.q, y.ds, st);
-    }
+    quantize_act(b, y.q, y.ds, st);
     SI_CUDA_LAUNCH_CHECK();
     return y;
 }
@@ -204,7 +200,7 @@ Status mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];
     cudaStream_t st = stream.begin_launch();
-    QuantizedY y = quantize_y(stream, b, quant::act_group(a->type), st);
+    QuantizedY y = quantize_y(stream, b, st);
     if (!y.ok) return Status::out_of_memory;
     MmqArgs p;
     fill_common(p, a, b, node);

@@ -95,18 +95,24 @@ void   release(Staged & s, cudaStream_t st);
 // Keeps freed stream-ordered scratch in the device's pool across syncs.
 void keep_pool_memory();
 
-// src1 quantized for the integer kernels: per 32 values int8 codes and
-// {d, d * sum of the codes} (column c at q + c * K and ds + c * K / 32), from
-// groups of `group` values (32, or 256 for the K formats: act_round.cuh). In
-// the stream's scratch, or stream-ordered memory while a graph is recorded
-// (`pooled`, freed by release). ok false: no memory (logged).
+// Note [integer activations]
+// src1 quantized for the integer kernels (the mat-vecs, mmq): per 32 values
+// int8 codes and {d, d * sum of the codes} (column c at q + c * K and
+// ds + c * K / 32), one scale per 32 values for every weight type. ggml-cpu
+// rounds the K formats' and the 256-element formats' activations per 256
+// (Q8_K); 32-groups round more finely (as ggml-cuda's q8_1 does), and they
+// let the producers of an activation (the fused RMS_NORM x MUL, the GLU)
+// write the one quantized input that every product after them reads,
+// whatever the products' weight types. In the stream's scratch, or
+// stream-ordered memory while a graph is recorded (`pooled`, freed by
+// release). ok false: no memory (logged).
 struct QuantizedY {
     int8_t * q      = nullptr;
     float2 * ds     = nullptr;
     void *   pooled = nullptr;
     bool     ok     = false;
 };
-QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, int group, cudaStream_t st);
+QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, cudaStream_t st);
 // The same memory for `cols` columns of K values, for a kernel that writes
 // the codes itself (the fused RMS_NORM x MUL).
 QuantizedY reserve_y(rt::cuda::CudaStream & stream, int64_t K, int64_t cols, cudaStream_t st);
@@ -241,10 +247,9 @@ __device__ __forceinline__ int group_member(const Q8Group & g, int64_t row) {
 __device__ __forceinline__ const uint8_t * weight_row(const Q8Args & p, int64_t m, int64_t i12, int64_t i13) {
     return reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3);
 }
-// The K formats' mat-vec (mul_mat_vec_k.cu): up to 4 columns, src1 in 256-groups.
+// The K formats' mat-vec (mul_mat_vec_k.cu): up to 4 columns.
 void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st);
-// The integer-form formats' mat-vec (mul_mat_vec_run.cu): up to 8 columns,
-// src1 in the type's activation groups (32 or 256).
+// The integer-form formats' mat-vec (mul_mat_vec_run.cu): up to 8 columns.
 void launch_qr(ggml_type t, const Q8Group & g, cudaStream_t st);
 
 // Whether the integer mat-vec takes this product (plan::vec_int_max_n columns

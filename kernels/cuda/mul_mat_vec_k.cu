@@ -2,9 +2,8 @@
 // it up to 2, plan::vec_int) with weights in the K formats Q4_K, Q5_K and
 // Q6_K, in integers, the way mul_mat_vec_q8.cu does it for the 32-element
 // formats:
-//   - src1 is quantized to ggml-cpu's activation blocks for these formats
-//     (act_round.cuh, quantize_act_k: 256-groups with one scale d, laid out
-//     as {d, d * sum} per 32 codes);
+//   - src1 is quantized per 32 values (Note [integer activations],
+//     mul_mat.cuh: codes and {d, d * sum} per 32);
 //   - each super-block of 256 weights goes to 8 lanes. A lane multiplies its
 //     share of the codes (without the format's offset or minimum) with the
 //     activation codes by dp4a and applies the sub-block scales once per

@@ -2,8 +2,8 @@
 // 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, and the 4-bit
 // table formats IQ4_NL, MXFP4 and IQ4_XS (IQ4_XS as 8 blocks of 32 per
 // super-block; their codes are quants.h's table entries), in integers:
-//   - src1 is quantized first to ggml-cpu's activation blocks (act_round.cuh,
-//     quantize_act): per 32 values int8 codes q, the scale da and da times the
+//   - src1 is quantized first (act_round.cuh, quantize_act; Note [integer
+//     activations] in mul_mat.cuh): per 32 values int8 codes q, the scale da and da times the
 //     codes' sum;
 //   - each weight block's codes, taken without their constant offset (Q4_0:
 //     0..15 instead of -8..7), are multiplied with those q by dp4a (4 int8
@@ -545,7 +545,7 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {
 Status mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add) {
     cudaStream_t st = stream.begin_launch();
     // One rounding of src1 for all members (mul_mat_group_ok: one activation group).
-    QuantizedY y = quantize_y(stream, nodes[0]->src[1], quant::act_group(nodes[0]->src[0]->type), st);
+    QuantizedY y = quantize_y(stream, nodes[0]->src[1], st);
     if (!y.ok) return Status::out_of_memory;
     mul_mat_q8_group_y(stream, nodes, n, add, y.q, y.ds);
     release(y, st);
@@ -589,10 +589,9 @@ bool mul_mat_group_ok(const ggml_tensor * first, const ggml_tensor * next) {
     const auto vec = [](const ggml_tensor * t) {
         return plan::choose(mm::problem_for(t->src[0], t->src[1], 1)).path == plan::Path::vec_int;
     };
-    // One quantized src1 serves all: the members round it alike (Q4_K beside Q6_K, not beside Q8_0).
+    // One quantized src1 serves all, whatever their weight types (Note [integer activations]).
     return first->op == GGML_OP_MUL_MAT && next->op == GGML_OP_MUL_MAT && first->type == GGML_TYPE_F32 &&
-           next->type == GGML_TYPE_F32 && mm::same_src1(first->src[1], next->src[1]) && vec(first) && vec(next) &&
-           quant::act_group(first->src[0]->type) == quant::act_group(next->src[0]->type);
+           next->type == GGML_TYPE_F32 && mm::same_src1(first->src[1], next->src[1]) && vec(first) && vec(next);
 }
 
 Status mul_mat_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n) {
@@ -600,9 +599,8 @@ Status mul_mat_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes,
 }
 
 bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm) {
-    // The fused producers write 32-groups (the K formats' 256-groups are quantize_act_k's).
+    // The fused producers write the products' quantized input (Note [integer activations]).
     return mm->op == GGML_OP_MUL_MAT && mm->type == GGML_TYPE_F32 && mm->src[1] == mul && mul->ne[0] % 32 == 0 &&
-           quant::act_group(mm->src[0]->type) == 32 &&
            ggml_is_contiguous(mul) && plan::choose(mm::problem_for(mm->src[0], mul, 1)).path == plan::Path::vec_int;
 }
 

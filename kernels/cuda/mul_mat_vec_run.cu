@@ -3,9 +3,8 @@
 // Q3_K, the i-quants, MXFP4, NVFP4, Q1_0, Q2_0; weight_types.h lists them),
 // in integers, as mul_mat_vec_q8.cu and mul_mat_vec_k.cu do for the other
 // block formats:
-//   - src1 is quantized to ggml-cpu's activation blocks for the type
-//     (act_round.cuh: 32-groups, or 256-groups for the 256-element formats),
-//     laid out as codes and {d, d * sum} per 32 values;
+//   - src1 is quantized per 32 values (Note [integer activations],
+//     mul_mat.cuh: codes and {d, d * sum} per 32);
 //   - lane u of a warp takes run u (16 weights) of the row: quants.h's
 //     decode_run gives its int8 codes, scale and minimum (dq::run_words packs
 //     the codes for dp4a), and the run adds sc * da * sum(q * qa), less
