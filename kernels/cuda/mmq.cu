@@ -291,22 +291,71 @@ template <int T, int NT, int MW> constexpr int stages_for() {
     return s < 2 ? 2 : s > 8 ? 8 : s;
 }
 
-template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
-    constexpr int kStages = stages_for<T, NT, MW>();
-    using L = Tile<T, NT, MW, kStages>;
-    auto kernel = mmq_kernel<T, NT, MW, kStages>;
-    static std::atomic<uint64_t> configured{0};
-    once_per_device(configured, [&](int) {
-        SI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
-    });
-    MmqArgs q = p;
-    q.split = split;
-    const int64_t tiles = (p.M + L::BM - 1) / L::BM * ((p.N + L::BN - 1) / L::BN);
+// The launch attribute of clusters of `split` blocks along x.
+cudaLaunchAttribute cluster_of(int split) {
     cudaLaunchAttribute cluster;
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim.x = unsigned(split);
     cluster.val.clusterDim.y = 1;
     cluster.val.clusterDim.z = 1;
+    return cluster;
+}
+
+// Clusters of `split` blocks of `kernel` the GPU holds at once; 0: unknown.
+template <typename K> int resident_clusters(K kernel, int split, size_t smem) {
+    cudaLaunchAttribute cluster = cluster_of(split);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(split));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = &cluster;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        (void) cudaGetLastError();  // the launch then keeps the plan's split
+        return 0;
+    }
+    return n;
+}
+
+// The blocks of a cluster are resident together, and a GPU holds whole
+// clusters per GPC, so fewer blocks in clusters than its SMs have slots for: a
+// split whose clusters do not all fit at once runs the few left over as a
+// second wave, doubling the product's time. The largest split up to the
+// plan's whose clusters (tiles x matrices) all fit. Measured on the H200
+// (results/h200/summary-46.txt): 64 columns of Q4_0, 128-row tiles, split 8:
+// 30 of 32 clusters resident, 96 us; ggml-cuda 68.
+constexpr int kClusterCacheDevices = 16;
+template <typename K>
+int fitting_split(K kernel, size_t smem, int64_t clusters, int split, std::atomic<uint64_t> & measured,
+                  int (&cache)[kClusterCacheDevices][9]) {
+    int dev = 0;
+    SI_CUDA_CHECK(cudaGetDevice(&dev));
+    once_per_device(measured, [&](int d) {
+        if (d >= kClusterCacheDevices) return;
+        for (int s = 2; s <= 8; ++s) cache[d][s] = resident_clusters(kernel, s, smem);
+    });
+    for (int s = split; s > 1; --s) {
+        const int fit = dev < kClusterCacheDevices ? cache[dev][s] : resident_clusters(kernel, s, smem);
+        if (fit == 0 || clusters <= fit) return s;
+    }
+    return 1;
+}
+
+template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
+    constexpr int kStages = stages_for<T, NT, MW>();
+    using L = Tile<T, NT, MW, kStages>;
+    auto kernel = mmq_kernel<T, NT, MW, kStages>;
+    static std::atomic<uint64_t> configured{0}, measured{0};
+    static int resident[kClusterCacheDevices][9];
+    once_per_device(configured, [&](int) {
+        SI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
+    });
+    const int64_t tiles = (p.M + L::BM - 1) / L::BM * ((p.N + L::BN - 1) / L::BN);
+    if (split > 1) split = fitting_split(kernel, L::kSmem, tiles * grid_yz(p.ne12 * p.ne13), split, measured, resident);
+    MmqArgs q = p;
+    q.split = split;
+    const cudaLaunchAttribute cluster = cluster_of(split);
     launch_ex(kernel, dim3(unsigned(tiles * split), 1, grid_yz(p.ne12 * p.ne13)), dim3(kThreads), L::kSmem, st,
               &cluster, split > 1 ? 1 : 0, q);
     return true;
