@@ -14,9 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> kScrubbed = {"GGML_BACKEND_PATH", "GGML_STANDIN_REAL", "GGML_STANDIN_LOCAL_OPS",
-                                            "GGML_STANDIN_MODE"};
-
 std::string fmt(const char * f, double v) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), f, v);
@@ -40,17 +37,16 @@ std::string plan_ops(const PlanOptions & opt, const std::string & tbo, const std
             inv.config    = opt.configs[(k + static_cast<std::size_t>(rep)) % nc];
             inv.rep       = rep;
             inv.test      = "ops";
-            inv.env_unset = kScrubbed;
+            inv.env_unset = scrubbed_env();
+            // Path mode for every standin configuration, host interposed too:
+            // test-backend-ops takes the CPU-type STANDIN_CPU by name.
+            inv.env_set   = path_mode_env(opt, inv.config);
             std::string dev;
             if (inv.config == "real") {
                 dev = cuda ? "CUDA0" : "CPU";
             } else if (inv.config == "standalone") {
-                inv.env_set = {{"GGML_BACKEND_PATH", opt.plugin}, {"GGML_STANDIN_MODE", "standalone"}};
                 dev = cuda ? "STANDIN_CUDA0" : "STANDIN_HOST0";
             } else if (inv.config == "interposed-none" || inv.config == "interposed-all") {
-                inv.env_set = {{"GGML_BACKEND_PATH", opt.plugin}, {"GGML_STANDIN_MODE", "interpose"},
-                               {"GGML_STANDIN_REAL", opt.real},
-                               {"GGML_STANDIN_LOCAL_OPS", inv.config == "interposed-none" ? "none" : "all"}};
                 dev = cuda ? "STANDIN_CUDA0" : "STANDIN_CPU";
             } else {
                 return "unknown configuration '" + inv.config + "'";

@@ -1,6 +1,8 @@
 // The run matrix of `standin bench` (Note [bench configurations] in bench_plan.h).
 #include "tools/standin/bench_plan.h"
 
+#include "tools/standin/bench_batched.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -18,42 +20,22 @@ const std::vector<std::string> kScrubbed = {"GGML_BACKEND_PATH", "GGML_STANDIN_R
 
 std::string parent_dir(const std::string & p) { return fs::path(p).parent_path().string(); }
 
-// The llama-bench command and environment of one configuration.
-std::string configure(const PlanOptions & opt, const std::string & config, Invocation & inv) {
-    const bool cuda = opt.kind == "cuda";
-    const std::string standin_dev = cuda ? "STANDIN_CUDA0" : "STANDIN_HOST0";
-    std::string exe = opt.llama_bench;
-    std::string dev;
-    inv.env_unset = kScrubbed;
-    if (config == "real") {
-        dev = cuda ? "CUDA0" : "none";
-    } else if (config == "standalone") {
-        inv.env_set = {{"GGML_BACKEND_PATH", opt.plugin}, {"GGML_STANDIN_MODE", "standalone"}};
-        dev = standin_dev;
-    } else if (config == "interposed-none" || config == "interposed-all") {
-        std::string local = config == "interposed-none" ? "none" : "all";
-        if (cuda) {
-            inv.env_set = {{"GGML_BACKEND_PATH", opt.plugin}, {"GGML_STANDIN_MODE", "interpose"},
-                           {"GGML_STANDIN_REAL", opt.real}, {"GGML_STANDIN_LOCAL_OPS", local}};
-            dev = "STANDIN_CUDA0";
-        } else {
-            exe = (fs::path(app_folder(opt)) / "llama-bench").string();
-            inv.env_set = {{"GGML_STANDIN_LOCAL_OPS", local}};
-            dev = "none";
-        }
-    } else {
-        return "unknown configuration '" + config + "' (known: real, standalone, interposed-none, interposed-all)";
-    }
-    inv.argv = {exe, "-m", inv.model, "-r", "1", "-o", "json", "-p", std::to_string(inv.n_prompt),
-                "-n", std::to_string(inv.n_gen), "-fa", std::to_string(inv.fa), "-dev", dev};
-    if (dev != "none") {
+bool interposed(const std::string & config) { return config == "interposed-none" || config == "interposed-all"; }
+
+std::string local_ops(const std::string & config) { return config == "interposed-none" ? "none" : "all"; }
+
+// The llama-bench command of one configuration.
+void configure_llama_bench(const PlanOptions & opt, const Target & t, Invocation & inv) {
+    inv.argv = {tool_path(opt, t, opt.llama_bench, kLlamaBenchName), "-m", inv.model, "-r", "1", "-o", "json", "-p",
+                std::to_string(inv.n_prompt), "-n", std::to_string(inv.n_gen), "-fa", std::to_string(inv.fa),
+                "-dev", t.dev};
+    if (t.dev != "none") {
         inv.argv.insert(inv.argv.end(), {"-ngl", "99"});
     }
     if (opt.threads > 0) {
         inv.argv.insert(inv.argv.end(), {"-t", std::to_string(opt.threads)});
     }
     inv.argv.insert(inv.argv.end(), opt.extra.begin(), opt.extra.end());
-    return "";
 }
 
 std::string shell_quote(const std::string & s) {
@@ -67,6 +49,41 @@ std::string shell_quote(const std::string & s) {
 }
 
 } // namespace
+
+const std::vector<std::string> & scrubbed_env() { return kScrubbed; }
+
+std::vector<std::pair<std::string, std::string>> path_mode_env(const PlanOptions & opt, const std::string & config) {
+    if (config == "standalone") return {{"GGML_BACKEND_PATH", opt.plugin}, {"GGML_STANDIN_MODE", "standalone"}};
+    if (!interposed(config)) return {};
+    return {{"GGML_BACKEND_PATH", opt.plugin}, {"GGML_STANDIN_MODE", "interpose"}, {"GGML_STANDIN_REAL", opt.real},
+            {"GGML_STANDIN_LOCAL_OPS", local_ops(config)}};
+}
+
+std::string target_of(const PlanOptions & opt, const std::string & config, Target & out) {
+    const bool cuda = opt.kind == "cuda";
+    out = Target{};
+    if (config == "real") {
+        out.dev = cuda ? "CUDA0" : "none";
+    } else if (config == "standalone") {
+        out.env_set = path_mode_env(opt, config);
+        out.dev     = cuda ? "STANDIN_CUDA0" : "STANDIN_HOST0";
+    } else if (interposed(config) && cuda) {
+        out.env_set = path_mode_env(opt, config);
+        out.dev     = "STANDIN_CUDA0";
+    } else if (interposed(config)) {
+        // Replace mode: ggml's loader finds the plugin in the app folder.
+        out.replace_mode = true;
+        out.env_set      = {{"GGML_STANDIN_LOCAL_OPS", local_ops(config)}};
+        out.dev          = "none";
+    } else {
+        return "unknown configuration '" + config + "' (known: real, standalone, interposed-none, interposed-all)";
+    }
+    return "";
+}
+
+std::string tool_path(const PlanOptions & opt, const Target & t, const std::string & exe, const char * name) {
+    return t.replace_mode ? (fs::path(app_folder(opt)) / name).string() : exe;
+}
 
 const std::vector<std::string> & known_configs() {
     static const std::vector<std::string> k = {"real", "standalone", "interposed-none", "interposed-all"};
@@ -94,11 +111,15 @@ std::string plan(const PlanOptions & opt, std::vector<Invocation> & out) {
     for (const auto & m : opt.models) {
         if (!names.insert(model_name(m)).second) return "two models named '" + model_name(m) + "'";
     }
-    struct Test { int p, n; };
+    struct Test { int p, n; bool batched; };
     std::vector<Test> tests;
-    for (int p : opt.n_prompt) if (p > 0) tests.push_back({p, 0});
-    for (int n : opt.n_gen) if (n > 0) tests.push_back({0, n});
-    if (tests.empty()) return "no pp or tg test (all sizes are 0)";
+    for (int p : opt.n_prompt) if (p > 0) tests.push_back({p, 0, false});
+    for (int n : opt.n_gen) if (n > 0) tests.push_back({0, n, false});
+    if (!opt.batched_npl.empty()) {
+        if (std::string e = check_batched(opt); !e.empty()) return e;
+        tests.push_back({opt.batched_npp, opt.batched_ntg, true});
+    }
+    if (tests.empty()) return "no pp, tg or batched test (all sizes are 0)";
     const std::size_t nc = opt.configs.size();
     for (int rep = 0; rep < opt.reps; ++rep) {
         for (const auto & model : opt.models) {
@@ -111,10 +132,16 @@ std::string plan(const PlanOptions & opt, std::vector<Invocation> & out) {
                         inv.model_name = model_name(model);
                         inv.n_prompt   = t.p;
                         inv.n_gen      = t.n;
-                        inv.test       = t.p > 0 ? "pp" + std::to_string(t.p) : "tg" + std::to_string(t.n);
+                        inv.test       = t.batched ? "batched"
+                                         : t.p > 0 ? "pp" + std::to_string(t.p) : "tg" + std::to_string(t.n);
                         inv.fa         = fa;
                         inv.rep        = rep;
-                        if (std::string e = configure(opt, inv.config, inv); !e.empty()) return e;
+                        Target target;
+                        if (std::string e = target_of(opt, inv.config, target); !e.empty()) return e;
+                        inv.env_unset = kScrubbed;
+                        inv.env_set   = target.env_set;
+                        if (t.batched) configure_batched(opt, target, inv);
+                        else configure_llama_bench(opt, target, inv);
                         out.push_back(std::move(inv));
                     }
                 }
@@ -167,11 +194,12 @@ std::string prepare_app_folder(const PlanOptions & opt) {
     fs::create_directories(app, ec);
     if (ec) return "cannot create " + app.string() + ": " + ec.message();
     // Copies, not links: ggml's loader scans the folder of the resolved executable.
-    const std::pair<std::string, std::string> files[] = {
-        {opt.llama_bench, "llama-bench"},
+    std::vector<std::pair<std::string, std::string>> files = {
+        {opt.llama_bench, kLlamaBenchName},
         {opt.real, fs::path(opt.real).filename().string()},
         {opt.plugin, "libggml-cpu-standin.so"},
     };
+    if (!opt.batched_npl.empty()) files.emplace_back(opt.llama_batched_bench, kBatchedBenchName);
     for (const auto & [from, to] : files) {
         fs::copy_file(from, app / to, fs::copy_options::overwrite_existing, ec);
         if (ec) return "cannot copy " + from + " to " + (app / to).string() + ": " + ec.message();

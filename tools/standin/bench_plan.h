@@ -17,7 +17,11 @@
 //                   plugin as libggml-cpu-standin.so; ggml's loader picks
 //                   standin, which interposes that same real library (-dev none).
 // The reference (default: real) and the interposed configurations thus run the
-// same real library, so their ratio measures standin alone.
+// same real library, so their ratio measures standin alone. llama-batched-bench
+// (--batched; bench_batched.h) gets each configuration's device and environment
+// from the same place, target_of: llama.cpp's common argument parser refuses
+// CPU-type devices in -dev as llama-bench does, so its host interposed runs use
+// the same app folder, which then also holds a copy of llama-batched-bench.
 #pragma once
 
 #include <string>
@@ -42,24 +46,53 @@ struct PlanOptions {
     std::vector<std::string> extra;                  // more llama-bench arguments
     std::string              container_image;        // empty: run directly
     std::string              engine = "podman";      // docker | podman
+    // Batched decode: one llama-batched-bench run per (configuration, model,
+    // fa, repetition) covering every sequence count (bench_batched.h).
+    std::vector<int>         batched_npl;            // sequence counts; empty: no batched runs
+    int                      batched_npp = 128;      // prompt tokens per sequence
+    int                      batched_ntg = 32;       // generated tokens per sequence
+    std::string              llama_batched_bench;    // path
+    std::vector<std::string> llama_arg_env;          // LLAMA_ARG_* names set in the caller's environment
 };
 
 struct Invocation {
-    std::string config, model, model_name, test;     // test: "pp512", "tg128"
+    std::string config, model, model_name, test;     // test: "pp512", "tg128"; "batched" (several tests)
     int         n_prompt = 0, n_gen = 0, fa = 0, rep = 0;
+    std::vector<int> batch_sizes;                    // llama-batched-bench's -npl; empty for llama-bench
+    bool        batched() const { return !batch_sizes.empty(); }
     std::vector<std::string>                         argv;
     std::vector<std::pair<std::string, std::string>> env_set;
     std::vector<std::string>                         env_unset;
 };
+
+// How a configuration reaches its device, whatever the tool (Note [bench configurations]).
+struct Target {
+    std::string dev;                                 // -dev: none, CUDA0, STANDIN_HOST0, STANDIN_CUDA0
+    bool        replace_mode = false;                // host interposed: run the tool's copy in the app folder
+    std::vector<std::pair<std::string, std::string>> env_set;
+};
+// "" or an error message (an unknown configuration).
+std::string target_of(const PlanOptions & opt, const std::string & config, Target & out);
+// The file names of the tools' copies in the app folder.
+inline constexpr const char * kLlamaBenchName   = "llama-bench";
+inline constexpr const char * kBatchedBenchName = "llama-batched-bench";
+// The tool to run for a target: `exe`, or its copy `name` in the app folder in replace mode.
+std::string tool_path(const PlanOptions & opt, const Target & t, const std::string & exe, const char * name);
+// Variables that choose which library a run loads: cleared for every run.
+const std::vector<std::string> & scrubbed_env();
+// standin's environment in path mode (GGML_BACKEND_PATH) for standalone and
+// interposed-*; empty for real.
+std::vector<std::pair<std::string, std::string>> path_mode_env(const PlanOptions & opt, const std::string & config);
 
 const std::vector<std::string> & known_configs();
 std::string model_name(const std::string & path);   // file name without .gguf
 std::string real_library_default(const PlanOptions & opt);
 std::string app_folder(const PlanOptions & opt);    // host replace-mode folder
 
-// Fills `out` in run order: for each repetition, each model and test, every
-// configuration once (their order rotated each repetition), so slow drifts of
-// the machine hit all configurations alike. Returns "" or an error message.
+// Fills `out` in run order: for each repetition, each model and test (the
+// batched run last), every configuration once (their order rotated each
+// repetition), so slow drifts of the machine hit all configurations alike.
+// Returns "" or an error message.
 std::string plan(const PlanOptions & opt, std::vector<Invocation> & out);
 
 // Wraps an invocation in `ENGINE run` for container mode; the caller names it.
@@ -68,7 +101,8 @@ void containerize(const PlanOptions & opt, const std::string & name, Invocation 
 // A shell line that reproduces the invocation.
 std::string format_command(const Invocation & inv);
 
-// Creates the host replace-mode app folder (copies). "" or an error message.
+// Creates the host replace-mode app folder (copies; llama-batched-bench too
+// when batched runs are planned). "" or an error message.
 std::string prepare_app_folder(const PlanOptions & opt);
 
 } // namespace standin::bench

@@ -100,18 +100,27 @@ std::vector<Row> aggregate(const std::vector<Run> & runs, const std::string & re
         auto k = std::make_pair(r.config, Key{r.model, r.test, r.fa});
         if (!cells.count(k)) order.push_back(k);
         cells[k].push_back(&r);
-        if (r.config == reference) {
+        if (r.config == reference && r.error.empty()) {
             ref_ts[{k.second, r.rep}] = r.ts;
             ref_all[k.second].push_back(r.ts);
         }
     }
     std::vector<Row> rows;
     for (const auto & k : order) {
-        const auto & v = cells[k];
+        std::vector<const Run *> v;  // the successful runs
         Row row;
         row.config = k.first;
         std::tie(row.model, row.test, row.fa) = k.second;
+        for (const Run * r : cells[k]) {
+            if (r->error.empty()) v.push_back(r);
+            else if (row.failed++ == 0) row.error = r->error;
+        }
         row.n = static_cast<int>(v.size());
+        if (v.empty()) {
+            row.mean = row.stddev = row.q75 = NAN;
+            rows.push_back(row);
+            continue;
+        }
         std::vector<double> ts;
         for (const Run * r : v) row.mean += r->ts, ts.push_back(r->ts);
         row.q75 = quantile(ts, 0.75);
@@ -142,14 +151,18 @@ json results_json(const Meta & meta, const std::vector<Run> & runs, const std::v
     for (const Run & r : runs) {
         json rec = r.record;
         rec["config"] = r.config, rec["model_name"] = r.model, rec["test"] = r.test, rec["rep"] = r.rep;
+        if (!r.error.empty()) rec["error"] = r.error;
         j["runs"].push_back(rec);
     }
+    if (!meta.notes.empty()) j["notes"] = meta.notes;
     j["summary"] = json::array();
+    auto num = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
     for (const Row & r : rows) {
-        j["summary"].push_back({{"config", r.config}, {"model", r.model}, {"test", r.test}, {"fa", r.fa},
-                                {"n", r.n}, {"mean_ts", r.mean}, {"stddev_ts", r.stddev}, {"q75_ts", r.q75},
-                                {"ratio", std::isnan(r.ratio) ? json(nullptr) : json(r.ratio)},
-                                {"paired_ratio", std::isnan(r.paired_ratio) ? json(nullptr) : json(r.paired_ratio)}});
+        json row = {{"config", r.config}, {"model", r.model}, {"test", r.test}, {"fa", r.fa}, {"n", r.n},
+                    {"mean_ts", num(r.mean)}, {"stddev_ts", num(r.stddev)}, {"q75_ts", num(r.q75)},
+                    {"ratio", num(r.ratio)}, {"paired_ratio", num(r.paired_ratio)}};
+        if (r.failed > 0) row["failed"] = r.failed, row["error"] = r.error;
+        j["summary"].push_back(row);
     }
     return j;
 }
@@ -165,11 +178,14 @@ std::string read_results(const json & j, Meta & meta, std::vector<Run> & runs) {
     meta.cpu_info  = j.value("cpu_info", "");
     meta.gpu_info  = j.value("gpu_info", "");
     meta.configs   = j.value("configs", std::vector<std::string>{});
+    meta.notes     = j.value("notes", std::vector<std::string>{});
     runs.clear();
     for (const auto & rec : j["runs"]) {
         Run r;
         r.config = rec.value("config", ""), r.model = rec.value("model_name", ""), r.test = rec.value("test", "");
         r.fa = rec.value("flash_attn", 0), r.rep = rec.value("rep", 0), r.ts = rec.value("avg_ts", 0.0);
+        r.error = rec.value("error", "");
+        if (!r.error.empty()) r.ts = NAN;
         r.record = rec;
         for (const char * k : {"config", "model_name", "test", "rep"}) r.record.erase(k);
         if (r.config.empty() || r.model.empty() || r.test.empty()) return "a run without config/model_name/test";
@@ -214,6 +230,7 @@ std::string to_markdown(const Meta & meta, const std::vector<Row> & rows) {
     os << "- date: " << meta.date << "; repetitions: " << meta.reps << "\n";
     if (!meta.cpu_info.empty()) os << "- CPU: " << meta.cpu_info << "\n";
     if (!meta.gpu_info.empty()) os << "- device: " << meta.gpu_info << "\n";
+    for (const auto & n : meta.notes) os << "- " << n << "\n";
     os << "- t/s: mean ± standard deviation over the repetitions. Ratio (×): the upper quartile of the "
           "repetitions' t/s divided by the reference's (`" << meta.reference << "`); in brackets, the median over "
           "repetitions of t/s divided by the reference's t/s in the same repetition.\n\n";
@@ -231,13 +248,26 @@ std::string to_markdown(const Meta & meta, const std::vector<Row> & rows) {
                 continue;
             }
             const Row & r = *it->second;
+            if (r.n == 0) {
+                os << " FAILED |";
+                continue;
+            }
             os << " " << fmt_ts(r.mean) << " ± " << fmt_ts(r.stddev);
             if (c != meta.reference && !std::isnan(r.ratio)) {
                 os << " (" << fmt("%.2f", r.ratio) << "× [" << fmt("%.2f", r.paired_ratio) << "])";
             }
+            if (r.failed > 0) os << " (" << r.failed << " failed)";
             os << " |";
         }
         os << "\n";
+    }
+    bool first = true;
+    for (const Row & r : rows) {
+        if (r.failed == 0) continue;
+        os << (first ? "\nFailed runs (no figure; a floor on the cell breaks):\n\n" : "") << "- " << r.config << " "
+           << r.model << " " << r.test << " fa" << r.fa << ": " << r.failed << " of " << r.failed + r.n << " ("
+           << r.error << ")\n";
+        first = false;
     }
     return os.str();
 }
@@ -260,7 +290,7 @@ Chart gnuplot_chart(const Meta & meta, const std::vector<Row> & rows, const std:
         d << "\"" << std::get<0>(k) << "\\n" << std::get<1>(k) << " fa" << std::get<2>(k) << "\"";
         for (const auto & c : meta.configs) {
             auto it = at.find({c, k});
-            if (it == at.end()) d << " NaN NaN NaN";
+            if (it == at.end() || it->second->n == 0) d << " NaN NaN NaN";
             else d << " " << it->second->mean << " " << it->second->stddev << " "
                    << (std::isnan(it->second->ratio) ? std::string("NaN") : fmt("%.4f", it->second->ratio));
         }
@@ -282,19 +312,34 @@ Chart gnuplot_chart(const Meta & meta, const std::vector<Row> & rows, const std:
       << "set yrange [" << fmt("%g", lowest / 2) << ":*]\n"  // an error bar below zero would stretch the axis
       << "set title 'throughput: mean and standard deviation over " << meta.reps << " repetitions'\n"
       << "plot ";
-    for (std::size_t i = 0; i < meta.configs.size(); ++i) {
-        s << (i ? ", " : "") << "'" << data_path << "' using " << 2 + 3 * i << ":" << 3 + 3 * i
-          << (i == 0 ? ":xtic(1)" : "") << " title '" << meta.configs[i] << "'";
+    // gnuplot gives up on a series without one valid point (a configuration
+    // whose every run failed, ratios without a reference): those are left out.
+    auto series = [&](bool ratio) {
+        std::vector<std::size_t> out;
+        for (std::size_t i = 0; i < meta.configs.size(); ++i) {
+            if (std::any_of(rows.begin(), rows.end(), [&](const Row & r) {
+                    return r.config == meta.configs[i] && r.n > 0 && (!ratio || !std::isnan(r.ratio));
+                })) {
+                out.push_back(i);
+            }
+        }
+        return out;
+    };
+    const auto ts_series = series(false), ratio_series = series(true);
+    for (std::size_t i : ts_series) {
+        s << (i != ts_series[0] ? ", " : "") << "'" << data_path << "' using " << 2 + 3 * i << ":" << 3 + 3 * i
+          << (i == ts_series[0] ? ":xtic(1)" : "") << " title '" << meta.configs[i] << "'";
     }
+    if (ts_series.empty()) s << "1 with lines notitle";
     s << "\nunset logscale y\nset style histogram clustered gap 2\nset yrange [0:*]\n"
       << "set ylabel 'ratio to " << meta.reference << "'\n"
       << "set title 'ratio to " << meta.reference << ": upper quartiles of t/s (1 = same speed)'\n"
       << "plot ";
-    for (std::size_t i = 0; i < meta.configs.size(); ++i) {
-        s << (i ? ", " : "") << "'" << data_path << "' using " << 4 + 3 * i << (i == 0 ? ":xtic(1)" : "")
-          << " title '" << meta.configs[i] << "'";
+    for (std::size_t i : ratio_series) {
+        s << "'" << data_path << "' using " << 4 + 3 * i << (i == ratio_series[0] ? ":xtic(1)" : "") << " title '"
+          << meta.configs[i] << "', ";
     }
-    s << ", 1 with lines dt 2 lc 'black' notitle\nunset multiplot\n";
+    s << "1 with lines dt 2 lc 'black' notitle\nunset multiplot\n";
     return {d.str(), s.str()};
 }
 
@@ -335,9 +380,15 @@ GateResult evaluate_gate(const std::vector<Floor> & floors, const std::vector<Ro
             }
             any = true;
             const std::string cell = r.model + " " + r.test + " fa" + std::to_string(r.fa) + " " + r.config;
+            if (r.failed > 0) {
+                g.broken.push_back(name + ": " + cell + " failed in " + std::to_string(r.failed) + " of " +
+                                   std::to_string(r.failed + r.n) + " runs (" + r.error + ")");
+                continue;
+            }
             if (f.min_ratio >= 0) {
                 if (std::isnan(r.ratio)) {
-                    g.broken.push_back(name + ": " + cell + " has no ratio (reference '" + meta.reference + "' not run)");
+                    g.broken.push_back(name + ": " + cell + " has no ratio (reference '" + meta.reference +
+                                       "' has no successful run of it)");
                 } else if (r.ratio < f.min_ratio) {
                     g.broken.push_back(name + ": " + cell + " ratio " + fmt("%.3f", r.ratio) + " < floor " +
                                        fmt("%.3f", f.min_ratio) + " (" + fmt_ts(r.mean) + " t/s)");

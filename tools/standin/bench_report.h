@@ -1,6 +1,9 @@
 // Results of `standin bench`: aggregation, ratios to the reference, the gate,
 // and the JSON/CSV/markdown/gnuplot writers. Pure functions over the runs, so
-// a stored results file can be re-reported and re-gated (--from).
+// a stored results file can be re-reported and re-gated (--from). llama-bench
+// and llama-batched-bench runs (bench_batched.h) are alike here: a test name,
+// a t/s figure, the tool's fields as a record. A failed batched test is a run
+// with an error and no figure: its row says FAILED and a floor on it breaks.
 #pragma once
 
 #include <limits>
@@ -11,18 +14,21 @@
 
 namespace standin::bench {
 
-// One llama-bench test of one run: its JSON record plus where it came from.
+// One test of one run: its JSON record plus where it came from.
 struct Run {
-    std::string    config, model, test;  // model: file name without .gguf; test: pp512 / tg128
+    std::string    config, model, test;  // model: file name without .gguf; test: pp512 / tg128 / batchedB8-tg32
     int            fa = 0, rep = 0;
-    double         ts = 0;               // tokens per second (llama-bench's avg_ts)
-    nlohmann::json record;               // llama-bench's fields as it printed them
+    double         ts = 0;               // tokens per second (the record's avg_ts); NaN when failed
+    nlohmann::json record;               // the tool's fields as it printed them (and "error" when failed)
+    std::string    error;                // non-empty: the test failed and has no figure
 };
 
 // One (config, model, test, fa) cell over the repetitions.
 struct Row {
     std::string config, model, test;
-    int         fa = 0, n = 0;
+    int         fa = 0, n = 0;           // n: successful runs; the figures are over these
+    int         failed = 0;              // runs of this cell that failed
+    std::string error;                   // the first failed run's error
     double      mean = 0, stddev = 0;
     // The upper quartile of the repetitions' t/s (nearest rank: with 9 runs the
     // 7th slowest; with 2 or 3, the fastest). On a shared machine, interference
@@ -47,6 +53,7 @@ struct Meta {
     std::string kind, reference, cpu_info, gpu_info, date;
     int         reps = 0;
     std::vector<std::string> configs;    // column order
+    std::vector<std::string> notes;      // lines for the report (how the batched tests ran, ...)
 };
 
 nlohmann::json   results_json(const Meta & meta, const std::vector<Run> & runs, const std::vector<Row> & rows);

@@ -1,13 +1,17 @@
 // `standin bench`: llama-bench over a matrix of configurations (the real
 // library alone, standin interposed with LOCAL_OPS none and all, standin
 // standalone) x models x tests, one process per (configuration, test,
-// repetition), interleaved so machine noise hits every configuration alike.
-// Writes bench.json, bench.csv, bench.md and bench.png (gnuplot) and, with
-// --gate, checks the floors file. Exit codes: 0 ok, 1 a run or a write failed,
-// 2 bad arguments, 3 a floor is broken, 128+N stopped by signal N.
+// repetition), interleaved so machine noise hits every configuration alike;
+// with --batched, also one llama-batched-bench process per (configuration,
+// model, fa, repetition). Writes bench.json, bench.csv, bench.md and bench.png
+// (gnuplot) and, with --gate, checks the floors file. Exit codes: 0 ok, 1 a
+// run or a write failed, 2 bad arguments, 3 a floor is broken, 128+N stopped
+// by signal N. A failed llama-bench run stops the bench; a failed batched run
+// (or test) is recorded as such, the bench goes on, and the report marks it.
 //
-// The matrix and commands: bench_plan.h. Processes, signals and container
-// cleanup: bench_process.h (Note [bench cleanup]). Figures: bench_report.h.
+// The matrix and commands: bench_plan.h; batched decode: bench_batched.h.
+// Processes, signals and container cleanup: bench_process.h (Note [bench
+// cleanup]). Figures: bench_report.h.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -22,11 +26,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/standin/backends.h"
+#include "tools/standin/bench_batched.h"
 #include "tools/standin/bench_ops.h"
 #include "tools/standin/bench_plan.h"
 #include "tools/standin/bench_process.h"
 #include "tools/standin/bench_report.h"
 #include "tools/standin/commands.h"
+
+extern char ** environ;
 
 namespace standin::tools {
 
@@ -111,10 +118,17 @@ bool write_file(const fs::path & p, const std::string & text) {
     return static_cast<bool>(f);
 }
 
-// Adds one run's figures (llama-bench JSON or test-backend-ops perf lines). "" or an error.
+// Adds one run's figures (llama-bench JSON, llama-batched-bench's table or
+// test-backend-ops perf lines). "" or an error; a batched run's tests that
+// could not be read are added as failed runs.
 std::string collect(const Invocation & inv, bool is_op, const std::string & out, Meta & meta, std::vector<Run> & runs,
                     std::vector<OpSample> & op_samples) {
     std::string err;
+    if (inv.batched()) {
+        std::vector<Run> got = runs_from_batched(out, inv, err);
+        runs.insert(runs.end(), got.begin(), got.end());
+        return err;
+    }
     if (is_op) {
         std::vector<OpSample> s = parse_op_perf(out, inv.config, inv.rep);
         if (s.empty()) return "test-backend-ops printed no perf lines";
@@ -132,6 +146,24 @@ std::string collect(const Invocation & inv, bool is_op, const std::string & out,
     if (inv.config == meta.reference) meta.gpu_info = got[0].record.value("gpu_info", "");
     runs.insert(runs.end(), got.begin(), got.end());
     return "";
+}
+
+// A batched run's stdout that could not be read, kept beside its log.
+void keep_output(const std::string & log, const std::string & out) {
+    fs::path saved = fs::path(log).replace_extension(".out");
+    if (write_file(saved, out)) std::fprintf(stderr, "  its output: %s\n", saved.c_str());
+}
+
+std::string what_of(const Invocation & inv, bool is_op) {
+    if (is_op) return inv.config + " test-backend-ops perf";
+    std::string test = inv.test;
+    if (inv.batched()) {
+        test = "batched B=";
+        for (std::size_t i = 0; i < inv.batch_sizes.size(); ++i) {
+            test += (i ? "," : "") + std::to_string(inv.batch_sizes[i]);
+        }
+    }
+    return inv.config + " " + inv.model_name + " " + test + " fa" + std::to_string(inv.fa);
 }
 
 // Runs the matrix. Returns 0, or the exit code (1 error, 128+N signal).
@@ -160,8 +192,7 @@ int run_matrix(const BenchOptions & o, const PlanOptions & po, std::vector<Invoc
         }
         Invocation & inv = *all[idx];
         const bool is_op = idx >= plan_list.size();
-        std::string what = inv.config + " " + (is_op ? std::string("test-backend-ops perf") :
-                                               inv.model_name + " " + inv.test + " fa" + std::to_string(inv.fa));
+        const std::string what = what_of(inv, is_op);
         progress.start(idx, what);
         std::string name;
         if (!po.container_image.empty()) {
@@ -190,13 +221,20 @@ int run_matrix(const BenchOptions & o, const PlanOptions & po, std::vector<Invoc
             std::fprintf(stderr, "bench: %s: %s\n  command: %s\n  log %s ends with:\n%s", what.c_str(),
                          r.describe().c_str(), format_command(inv).c_str(), spec.stderr_path.c_str(),
                          tail_of(spec.stderr_path, 8).c_str());
-            return 1;
+            if (!inv.batched()) return 1;
+            std::vector<Run> failed = failed_batched_runs(inv, "llama-batched-bench " + r.describe() + ", log " +
+                                                                   spec.stderr_path);
+            runs.insert(runs.end(), failed.begin(), failed.end());
+            keep_output(spec.stderr_path, r.out);
+            progress.step(idx + 1, what + " FAILED", run_s);
+            continue;
         }
         std::string err = collect(inv, is_op, r.out, meta, runs, op_samples);
         if (!err.empty()) {
             progress.interrupt_line();
             std::fprintf(stderr, "bench: %s: %s\n  command: %s\n", what.c_str(), err.c_str(), format_command(inv).c_str());
-            return 1;
+            if (!inv.batched()) return 1;
+            keep_output(spec.stderr_path, r.out);
         }
         progress.step(idx + 1, what, run_s);
     }
@@ -257,7 +295,19 @@ int run_gate(const std::string & file, const std::vector<Row> & rows, const Meta
     return 0;
 }
 
-PlanOptions plan_options(const BenchOptions & o) {
+// Names of the LLAMA_ARG_* variables set here: llama-batched-bench's parser
+// would read them (Note [batched runs]).
+std::vector<std::string> llama_arg_names() {
+    std::vector<std::string> out;
+    for (char ** e = environ; e && *e; ++e) {
+        std::string kv = *e;
+        if (kv.rfind("LLAMA_ARG_", 0) == 0) out.push_back(kv.substr(0, kv.find('=')));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+PlanOptions plan_options(const BenchOptions & o, const std::vector<int> & npl) {
     PlanOptions po;
     po.kind = o.kind, po.configs = o.configs, po.models = o.models, po.n_prompt = o.n_prompt, po.n_gen = o.n_gen;
     po.fa = o.fa, po.reps = o.reps, po.threads = o.threads, po.extra = o.extra;
@@ -266,8 +316,15 @@ PlanOptions plan_options(const BenchOptions & o) {
     po.real        = o.real.empty() ? real_library_default(po) : o.real;
     po.work        = o.work;
     po.container_image = o.container, po.engine = o.engine;
+    po.batched_npl = npl, po.batched_npp = o.batched_npp, po.batched_ntg = o.batched_ntg;
+    po.llama_batched_bench = o.llama_batched_bench.empty()
+                                 ? (fs::path(po.llama_bench).parent_path() / kBatchedBenchName).string()
+                                 : o.llama_batched_bench;
+    if (!npl.empty()) po.llama_arg_env = llama_arg_names();
     std::error_code ec;
-    for (std::string * p : {&po.llama_bench, &po.plugin, &po.real}) *p = fs::absolute(*p, ec).string();
+    for (std::string * p : {&po.llama_bench, &po.plugin, &po.real, &po.llama_batched_bench, &po.work}) {
+        *p = fs::absolute(*p, ec).string();
+    }
     for (auto & m : po.models) m = fs::absolute(m, ec).string();
     return po;
 }
@@ -293,13 +350,22 @@ CLI::App * add_bench_command(CLI::App & app, BenchOptions & o) {
     b->add_option("--fa", o.fa, "Flash attention values, 0 and/or 1")->delimiter(',')->capture_default_str();
     b->add_option("-r,--reps", o.reps, "Repetitions (each runs every configuration once)")->capture_default_str()
         ->check(CLI::PositiveNumber);
-    b->add_option("-t,--threads", o.threads, "llama-bench -t (0: its default)")->check(CLI::NonNegativeNumber);
+    b->add_option("-t,--threads", o.threads, "-t of llama-bench and llama-batched-bench (0: their default)")
+        ->check(CLI::NonNegativeNumber);
     b->add_option("--llama-bench-args", o.extra, "More llama-bench arguments, e.g. \"-ub,256\"")->delimiter(',');
     b->add_option("--llama-bench", o.llama_bench, "llama-bench to run (default: the pinned build's)");
     b->add_option("--test-backend-ops", o.test_backend_ops, "test-backend-ops for --ops (default: beside llama-bench)");
     b->add_option("--plugin", o.plugin, "libggml-standin.so");
     b->add_option("--real", o.real, "Real library for the interposed configurations (default: libggml-cpu.so or "
                                     "libggml-cuda.so beside llama-bench, the one `real` loads)");
+    b->add_option("--batched", o.batched,
+                                  "Also run llama-batched-bench at these sequence counts, e.g. 1,2,4,8,16,32 "
+                                  "(tests batchedB<B>-pp<NPP>, batchedB<B>-tg<NTG>)");
+    b->add_option("--batched-npp", o.batched_npp, "Prompt tokens per sequence for --batched")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    b->add_option("--batched-ntg", o.batched_ntg, "Generated tokens per sequence for --batched")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    b->add_option("--llama-batched-bench", o.llama_batched_bench, "llama-batched-bench for --batched (default: beside llama-bench)");
     b->add_option("--ops", o.ops, "Also time these ops with test-backend-ops perf (per-op tables)")->delimiter(',');
     b->add_option("--ops-filter", o.ops_filter, "test-backend-ops -p REGEX for --ops");
     b->add_option("--out", o.out, "Report folder (default: bench-<UTC time>)");
@@ -316,6 +382,99 @@ CLI::App * add_bench_command(CLI::App & app, BenchOptions & o) {
 
 namespace {
 
+// Lines for the report on how the batched tests ran.
+std::vector<std::string> batched_notes(const PlanOptions & po) {
+    if (po.batched_npl.empty()) return {};
+    const std::string npp = std::to_string(po.batched_npp), ntg = std::to_string(po.batched_ntg);
+    std::vector<std::string> n = {
+        "`batchedB<B>-pp" + npp + "`, `batchedB<B>-tg" + ntg + "`: llama-batched-bench with B sequences of " + npp +
+        " prompt and " + ntg + " generated tokens each (-c " + std::to_string(batched_context(po)) +
+        " -b 2048 -ub 512), one run per configuration, model, fa and repetition; t/s of all B sequences together "
+        "(its S_PP and S_TG)."};
+    if (fs::path(po.llama_batched_bench).parent_path() != fs::path(po.llama_bench).parent_path()) {
+        n.push_back("llama-batched-bench (" + po.llama_batched_bench + ") is not beside llama-bench: its `real` runs "
+                    "load the libraries beside it, the interposed ones " + po.real + ".");
+    }
+    if (!po.extra.empty()) n.push_back("--llama-bench-args apply to llama-bench only, not to the batched runs.");
+    return n;
+}
+
+// Plans the matrix, then prints it (--print-commands) or runs it. Returns the
+// exit code; `report` says whether the report comes next.
+int plan_and_run(const BenchOptions & o, const fs::path & out, Meta & meta, std::vector<Run> & runs,
+                 std::vector<OpSample> & op_samples, bool & report) {
+    report = false;
+    BenchOptions oo = o;
+    if (oo.work.empty()) oo.work = (out / "work").string();
+    std::vector<int> npl;
+    if (o.batched) {
+        if (std::string e = parse_batch_sizes(*o.batched, npl); !e.empty()) {
+            std::fprintf(stderr, "bench: --batched: %s\n", e.c_str());
+            return 2;
+        }
+    }
+    PlanOptions po = plan_options(oo, npl);
+    std::vector<Invocation> list;
+    if (std::string e = plan(po, list); !e.empty()) {
+        std::fprintf(stderr, "bench: %s\n", e.c_str());
+        return 2;
+    }
+    meta.kind = po.kind, meta.reference = o.reference, meta.reps = o.reps, meta.configs = po.configs;
+    meta.date  = now_utc("%Y-%m-%d %H:%M UTC");
+    meta.notes = batched_notes(po);
+    if (std::find(po.configs.begin(), po.configs.end(), o.reference) == po.configs.end()) {
+        std::fprintf(stderr, "bench: reference '%s' is not among --configs: no ratios\n", o.reference.c_str());
+    }
+    const bool host_app = po.kind == "host" && std::any_of(po.configs.begin(), po.configs.end(), [](auto & c) {
+        return c.rfind("interposed-", 0) == 0;
+    });
+    if (o.print_commands) {
+        if (host_app) {
+            std::string batched = npl.empty() ? "" : ", " + po.llama_batched_bench;
+            std::printf("# app folder %s: copies of %s%s, %s and %s (as libggml-cpu-standin.so)\n",
+                        app_folder(po).c_str(), po.llama_bench.c_str(), batched.c_str(), po.real.c_str(),
+                        po.plugin.c_str());
+        }
+        std::vector<Invocation> ops;
+        if (!o.ops.empty()) plan_ops(po, o.test_backend_ops, o.ops, o.ops_filter, ops);
+        list.insert(list.end(), ops.begin(), ops.end());
+        for (auto & inv : list) {
+            if (!po.container_image.empty()) containerize(po, "standin-bench-NAME", inv);
+            std::printf("%s\n", format_command(inv).c_str());
+        }
+        return 0;
+    }
+    for (const auto & m : po.models) {
+        if (!fs::exists(m)) {
+            std::fprintf(stderr, "bench: no model at %s\n", m.c_str());
+            return 2;
+        }
+    }
+    if (!npl.empty() && access(po.llama_batched_bench.c_str(), X_OK) != 0) {
+        std::fprintf(stderr, "bench: --batched: no llama-batched-bench at %s (give its path with "
+                             "--llama-batched-bench; the pinned CPU build does not build it)\n",
+                     po.llama_batched_bench.c_str());
+        return 2;
+    }
+    // The app folder holds copies of the llama tools, the real library and the
+    // plugin: scratch, removed on every way out of here (the logs stay).
+    struct RemoveApp {
+        std::string dir;
+        ~RemoveApp() {
+            std::error_code ec;
+            if (!dir.empty()) fs::remove_all(dir, ec);
+        }
+    } remove_app{host_app ? app_folder(po) : std::string()};
+    if (host_app) {
+        if (std::string e = prepare_app_folder(po); !e.empty()) {
+            std::fprintf(stderr, "bench: %s\n", e.c_str());
+            return 1;
+        }
+    }
+    report = true;
+    return run_matrix(oo, po, list, meta, runs, op_samples);
+}
+
 int bench_main(const BenchOptions & o) {
     Meta meta;
     std::vector<Run> runs;
@@ -331,64 +490,22 @@ int bench_main(const BenchOptions & o) {
             return 2;
         }
     } else {
-        BenchOptions oo = o;
-        if (oo.work.empty()) oo.work = (out / "work").string();
-        PlanOptions po = plan_options(oo);
-        std::vector<Invocation> list;
-        if (std::string e = plan(po, list); !e.empty()) {
-            std::fprintf(stderr, "bench: %s\n", e.c_str());
-            return 2;
-        }
-        meta.kind = po.kind, meta.reference = o.reference, meta.reps = o.reps, meta.configs = po.configs;
-        meta.date = now_utc("%Y-%m-%d %H:%M UTC");
-        if (std::find(po.configs.begin(), po.configs.end(), o.reference) == po.configs.end()) {
-            std::fprintf(stderr, "bench: reference '%s' is not among --configs: no ratios\n", o.reference.c_str());
-        }
-        const bool host_app = po.kind == "host" && std::any_of(po.configs.begin(), po.configs.end(), [](auto & c) {
-            return c.rfind("interposed-", 0) == 0;
-        });
-        if (o.print_commands) {
-            if (host_app) {
-                std::printf("# app folder %s: copies of %s, %s and %s (as libggml-cpu-standin.so)\n",
-                            app_folder(po).c_str(), po.llama_bench.c_str(), po.real.c_str(), po.plugin.c_str());
-            }
-            std::vector<Invocation> ops;
-            if (!o.ops.empty()) plan_ops(po, o.test_backend_ops, o.ops, o.ops_filter, ops);
-            list.insert(list.end(), ops.begin(), ops.end());
-            for (auto & inv : list) {
-                if (!po.container_image.empty()) containerize(po, "standin-bench-NAME", inv);
-                std::printf("%s\n", format_command(inv).c_str());
-            }
-            return 0;
-        }
-        for (const auto & m : po.models) {
-            if (!fs::exists(m)) {
-                std::fprintf(stderr, "bench: no model at %s\n", m.c_str());
-                return 2;
-            }
-        }
-        // The app folder holds copies of llama-bench, the real library and the
-        // plugin: scratch, removed on every way out of here (the logs stay).
-        struct RemoveApp {
-            std::string dir;
-            ~RemoveApp() {
-                std::error_code ec;
-                if (!dir.empty()) fs::remove_all(dir, ec);
-            }
-        } remove_app{host_app ? app_folder(po) : std::string()};
-        if (host_app) {
-            if (std::string e = prepare_app_folder(po); !e.empty()) {
-                std::fprintf(stderr, "bench: %s\n", e.c_str());
-                return 1;
-            }
-        }
-        if (int rc = run_matrix(oo, po, list, meta, runs, op_samples); rc != 0) return rc;
+        bool report = false;
+        int  rc     = plan_and_run(o, out, meta, runs, op_samples, report);
+        if (!report || rc != 0) return rc;
     }
     std::vector<Row> rows = aggregate(runs, meta.reference);
     std::string md;
     if (!write_report(out, meta, runs, rows, op_samples, md)) return 1;
     std::printf("%s\nbench: wrote %s/bench.{json,csv,md,png}\n", md.c_str(), out.c_str());
-    return o.gate.empty() ? 0 : run_gate(o.gate, rows, meta);
+    int rc = o.gate.empty() ? 0 : run_gate(o.gate, rows, meta);
+    const auto failed = std::count_if(runs.begin(), runs.end(), [](const Run & r) { return !r.error.empty(); });
+    if (failed > 0) {
+        std::fprintf(stderr, "bench: %ld test(s) failed; the report marks them (FAILED, or \"N failed\" beside a "
+                             "figure)\n", static_cast<long>(failed));
+        if (rc == 0) rc = 1;
+    }
+    return rc;
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,11 @@ struct BenchOptions {
     double                   timeout = 1800;
     bool                     print_commands = false;
     std::string              container, engine = "podman";
+    // Batched decode (llama-batched-bench): the sequence counts as given
+    // (absent: none), tokens per sequence, the tool (default: beside llama-bench).
+    std::optional<std::string> batched;
+    int                        batched_npp = 128, batched_ntg = 32;
+    std::string                llama_batched_bench;
 };
 CLI::App * add_bench_command(CLI::App & app, BenchOptions & opt);
 int cmd_bench(const BenchOptions & opt);
