@@ -20,8 +20,9 @@
 //   Q1_0, Q2_0)                      else the tiled TF32 kernel (no mmq
 //                                    format; weight_types.h lists them)
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
-// mat-vecs beat mmq up to the counts of vec_int below; mmq is level with
-// ggml-cuda at 8 to 32 columns and half its speed from 128, where the F16
+// mat-vecs beat mmq up to the counts of vec_int below; mmq is ahead of
+// ggml-cuda at 8 to 16 columns (Q4_0 1.05-1.12), behind at 24 to 64 (0.83 at
+// 32, 0.71 at 64: summary-43.txt) and half its speed from 128, where the F16
 // GEMM is faster.
 //
 // Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8), weight rows per block

@@ -323,8 +323,9 @@ template <typename K> int resident_clusters(K kernel, int split, size_t smem) {
 // split whose clusters do not all fit at once runs the few left over as a
 // second wave, doubling the product's time. The largest split up to the
 // plan's whose clusters (tiles x matrices) all fit. Measured on the H200
-// (results/h200/summary-46.txt): 64 columns of Q4_0, 128-row tiles, split 8:
-// 30 of 32 clusters resident, 96 us; ggml-cuda 68.
+// (results/h200/summary-46.txt, -47.txt): 4096 x 14336, 128-row tiles, split
+// 8 held 30 of 32 clusters; split 7 took Q4_0 at 48 columns from 96.5 to 82.1
+// us and Q8_0 at 48 / 64 from 117.3 / 123.9 to 94.9 / 106.9.
 constexpr int kClusterCacheDevices = 16;
 template <typename K>
 int fitting_split(K kernel, size_t smem, int64_t clusters, int split, std::atomic<uint64_t> & measured,
