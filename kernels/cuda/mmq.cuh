@@ -31,8 +31,7 @@ bool mmq_launch(ggml_type t, const plan::Choice & c, const MmqArgs & p, cudaStre
 
 // The whole MUL_MAT (and its fused ADD, when `add` is given): src1 quantized
 // into the stream's scratch (Note [integer activations], mul_mat.cuh), then
-// the product. out_of_memory only when no scratch
-// memory could be had (logged).
+// the product. out_of_memory only when no scratch memory could be had (logged).
 Status mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan::Choice & c,
                  const ggml_tensor * add = nullptr);
 

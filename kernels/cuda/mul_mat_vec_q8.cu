@@ -3,8 +3,8 @@
 // table formats IQ4_NL, MXFP4 and IQ4_XS (IQ4_XS as 8 blocks of 32 per
 // super-block; their codes are quants.h's table entries), in integers:
 //   - src1 is quantized first (act_round.cuh, quantize_act; Note [integer
-//     activations] in mul_mat.cuh): per 32 values int8 codes q, the scale da and da times the
-//     codes' sum;
+//     activations] in mul_mat.cuh): per 32 values int8 codes q, the scale da
+//     and da times the codes' sum;
 //   - each weight block's codes, taken without their constant offset (Q4_0:
 //     0..15 instead of -8..7), are multiplied with those q by dp4a (4 int8
 //     products per instruction, summed exactly in int32); the block adds
@@ -544,7 +544,7 @@ bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {
 
 Status mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add) {
     cudaStream_t st = stream.begin_launch();
-    // One rounding of src1 for all members (mul_mat_group_ok: one activation group).
+    // One rounding of src1 for all members (mul_mat_group_ok: one src1).
     QuantizedY y = quantize_y(stream, nodes[0]->src[1], st);
     if (!y.ok) return Status::out_of_memory;
     mul_mat_q8_group_y(stream, nodes, n, add, y.q, y.ds);
