@@ -327,15 +327,11 @@ template <typename K> int resident_clusters(K kernel, int split, size_t smem) {
 // 8 held 30 of 32 clusters; split 7 took Q4_0 at 48 columns from 96.5 to 82.1
 // us and Q8_0 at 48 / 64 from 117.3 / 123.9 to 94.9 / 106.9.
 constexpr int kClusterCacheDevices = 16;
+using ResidentClusters = int[kClusterCacheDevices][9];  // [device][split]: resident_clusters, filled once per device
 template <typename K>
-int fitting_split(K kernel, size_t smem, int64_t clusters, int split, std::atomic<uint64_t> & measured,
-                  int (&cache)[kClusterCacheDevices][9]) {
+int fitting_split(K kernel, size_t smem, int64_t clusters, int split, const ResidentClusters & cache) {
     int dev = 0;
     SI_CUDA_CHECK(cudaGetDevice(&dev));
-    once_per_device(measured, [&](int d) {
-        if (d >= kClusterCacheDevices) return;
-        for (int s = 2; s <= 8; ++s) cache[d][s] = resident_clusters(kernel, s, smem);
-    });
     for (int s = split; s > 1; --s) {
         const int fit = dev < kClusterCacheDevices ? cache[dev][s] : resident_clusters(kernel, s, smem);
         if (fit == 0 || clusters <= fit) return s;
@@ -347,13 +343,17 @@ template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cud
     constexpr int kStages = stages_for<T, NT, MW>();
     using L = Tile<T, NT, MW, kStages>;
     auto kernel = mmq_kernel<T, NT, MW, kStages>;
-    static std::atomic<uint64_t> configured{0}, measured{0};
-    static int resident[kClusterCacheDevices][9];
-    once_per_device(configured, [&](int) {
+    static std::atomic<uint64_t> configured{0};
+    static ResidentClusters resident;
+    // The shared-memory size first: the cluster occupancy depends on it.
+    once_per_device(configured, [&](int d) {
         SI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
+        if (d < kClusterCacheDevices) {
+            for (int s = 2; s <= 8; ++s) resident[d][s] = resident_clusters(kernel, s, L::kSmem);
+        }
     });
     const int64_t tiles = (p.M + L::BM - 1) / L::BM * ((p.N + L::BN - 1) / L::BN);
-    if (split > 1) split = fitting_split(kernel, L::kSmem, tiles * grid_yz(p.ne12 * p.ne13), split, measured, resident);
+    if (split > 1) split = fitting_split(kernel, L::kSmem, tiles * grid_yz(p.ne12 * p.ne13), split, resident);
     MmqArgs q = p;
     q.split = split;
     const cudaLaunchAttribute cluster = cluster_of(split);
