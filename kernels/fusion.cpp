@@ -93,12 +93,14 @@ FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i) {
         r.status = cuda::rope_set_rows(stream, node, next);
         return r;
     }
-    if (node->op == GGML_OP_GLU && cuda::glu_mul_mat_ok(node, next)) {
+    const bool glu_mm = node->op == GGML_OP_GLU && cuda::glu_mul_mat_ok(node, next);
+    if (glu_mm || (node->op == GGML_OP_FLASH_ATTN_EXT && cuda::fa_mul_mat_ok(node, next))) {
         const int k = next_work(g, j);
         ggml_tensor * add = k >= 0 ? ggml_graph_node(g, k) : nullptr;
         const bool with_add = add != nullptr && supports(rt::Kind::cuda, add) && cuda::mul_mat_add_ok(next, add);
         r.covered = (with_add ? k : j) - i + 1;
-        r.status = cuda::glu_mul_mat(stream, node, next, with_add ? add : nullptr);
+        add = with_add ? add : nullptr;
+        r.status = glu_mm ? cuda::glu_mul_mat(stream, node, next, add) : cuda::fa_mul_mat(stream, node, next, add);
         return r;
     }
     if (node->op == GGML_OP_MUL_MAT && cuda::mul_mat_add_ok(node, next)) {

@@ -3,6 +3,7 @@
 // launch check, warp/block reductions, row addressing and grid sizing.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -158,6 +159,20 @@ template <typename T> __device__ __forceinline__ T warp_sum(T v) {
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+// A 32-group of the integer kernels' activations held by a whole warp, one
+// value per lane, quantized as quantize_act does (act_round.cuh): the lane's
+// code goes to *q, and lane 0 stores {d, d * sum of the codes} at *ds. For
+// the producers that write the next product's quantized input themselves.
+__device__ __forceinline__ void quantize_warp32(float x, int8_t * q, float2 * ds) {
+    const float amax = warp_max(fabsf(x));
+    const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+    const float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+    const int code = __float2int_rn(__fmul_rn(x, id));
+    *q = int8_t(code);
+    const int sum = warp_sum(code);
+    if ((threadIdx.x & 31u) == 0) *ds = make_float2(d, d * float(sum));
 }
 
 template <typename T> __device__ __forceinline__ T block_sum(T v, T * scratch) {

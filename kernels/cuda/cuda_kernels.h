@@ -27,6 +27,12 @@ Status glu_quant(rt::cuda::CudaStream & stream, ggml_tensor * node, int8_t * q, 
 Status mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * node);         // MUL_MAT (float and block weights)
 Status mul_mat_id(rt::cuda::CudaStream & stream, ggml_tensor * node);      // MUL_MAT_ID
 Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node);  // FLASH_ATTN_EXT
+// FLASH_ATTN_EXT whose decode combine also writes the output quantized for the
+// integer mat-vec (codes q, scales ds as quantize_act lays them out, the
+// output read as rows of ne0 * ne1); `quantized` says whether it did (only
+// the key-split kernels do; otherwise the caller quantizes).
+Status flash_attn_ext_quant(rt::cuda::CudaStream & stream, ggml_tensor * node, int8_t * q, float2 * ds,
+                            bool & quantized);
 Status reduce(rt::cuda::CudaStream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX
 Status shape(rt::cuda::CudaStream & stream, ggml_tensor * node);           // CONCAT REPEAT
 
@@ -109,6 +115,12 @@ bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm);
 // quantized input, the product follows without a quantize launch.
 bool glu_mul_mat_ok(const ggml_tensor * glu, const ggml_tensor * mm);
 Status glu_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * glu, ggml_tensor * mm, const ggml_tensor * add);
+// A FLASH_ATTN_EXT whose result, reshaped to rows of heads x DV, is the input
+// of the integer mat-vec of the next MUL_MAT (the output projection; and its
+// residual ADD when mul_mat_add_ok): decoding's combine writes the quantized
+// input, the product follows without a quantize launch.
+bool fa_mul_mat_ok(const ggml_tensor * fa, const ggml_tensor * mm);
+Status fa_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * fa, ggml_tensor * mm, const ggml_tensor * add);
 Status norm_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n);
 
 } // namespace standin::kernels::cuda

@@ -27,6 +27,11 @@ struct FaArgs {
     num::AttnParams ap;
     num::Alibi alibi;
     bool k_vec;  // K rows 16-byte aligned and D % 8 == 0
+    // The output also quantized for the integer mat-vec that reads it (the
+    // output projection, fusion.cpp): codes of column iq + nq * i3 at
+    // q + col * nh * DV + h * DV, its 32-groups' {d, d * sum} at ds; null: none.
+    int8_t * q_out;
+    float2 * ds_out;
 };
 
 // The tensor-core kernel: whether it takes these arguments (F16 K and V,

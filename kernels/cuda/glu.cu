@@ -71,15 +71,7 @@ __global__ void glu_kernel(Shape d, Shape a, Shape b, char * dd, const char * ad
         const float g = load_f(b.type, row_at(bd, b, i1, i2, i3) + (p.go + i) * b.nb[0]);
         const float y = gate(p, x, g);
         store_f(d.type, row_at(dd, d, i1, i2, i3) + i * d.nb[0], y);
-        if (q != nullptr) {
-            const float amax = warp_max(fabsf(y));
-            const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-            const float dq = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
-            const int code = __float2int_rn(__fmul_rn(y, id));
-            q[k] = int8_t(code);
-            const int sum = warp_sum(code);
-            if ((threadIdx.x & 31u) == 0) ds[k / 32] = make_float2(dq, dq * float(sum));
-        }
+        if (q != nullptr) quantize_warp32(y, q + k, ds + k / 32);
     }
 }
 

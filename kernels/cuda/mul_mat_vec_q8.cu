@@ -631,6 +631,31 @@ Status glu_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * glu, ggml_tensor
     return ok;
 }
 
+bool fa_mul_mat_ok(const ggml_tensor * fa, const ggml_tensor * mm) {
+    const ggml_tensor * in = mm->src[1];
+    // The product reads all of the attention's output as rows of heads x DV (llama's reshape).
+    return fa->op == GGML_OP_FLASH_ATTN_EXT && fa->type == GGML_TYPE_F32 && ggml_is_contiguous(fa) &&
+           fa->ne[0] % 32 == 0 && in != nullptr && in->view_src == fa && in->view_offs == 0 &&
+           ggml_is_contiguous(in) && in->ne[0] == fa->ne[0] * fa->ne[1] && ggml_nelements(in) == ggml_nelements(fa) &&
+           norm_mul_mat_ok(in, mm);
+}
+
+Status fa_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * fa, ggml_tensor * mm, const ggml_tensor * add) {
+    auto & cs = stream;
+    const ggml_tensor * in = mm->src[1];
+    cudaStream_t st = cs.begin_launch();
+    mm::QuantizedY y = mm::reserve_y(cs, in->ne[0], ggml_nrows(in), st);
+    if (!y.ok) return Status::out_of_memory;
+    bool quantized = false;
+    const Status ok = flash_attn_ext_quant(stream, fa, y.q, y.ds, quantized);
+    if (ok) {
+        if (!quantized) mm::quantize_act(in, y.q, y.ds, cs.begin_launch());  // not the split kernels: a prompt
+        mm::mul_mat_q8_group_y(cs, &mm, 1, add, y.q, y.ds);
+    }
+    mm::release(y, st);
+    return ok;
+}
+
 bool mul_mat_add_ok(const ggml_tensor * mm, const ggml_tensor * add) {
     if (mm->op != GGML_OP_MUL_MAT || add->op != GGML_OP_ADD || mm->type != GGML_TYPE_F32 ||
         add->type != GGML_TYPE_F32) {

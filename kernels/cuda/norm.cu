@@ -42,16 +42,8 @@ struct MulOut {
 __device__ __forceinline__ void put_product(const MulOut & mo, int64_t i, float v, float wv) {
     const float z = v * wv;
     *reinterpret_cast<float *>(mo.z + i * mo.znb0) = z;
-    if (mo.q != nullptr) {
-        // A warp holds one 32-group here (n and blockDim multiples of 32).
-        const float amax = warp_max(fabsf(z));
-        const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-        const float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
-        const int code = __float2int_rn(__fmul_rn(z, id));
-        mo.q[i] = int8_t(code);
-        const int sum = warp_sum(code);
-        if ((threadIdx.x & 31u) == 0) mo.ds[i / 32] = make_float2(d, d * float(sum));
-    }
+    // A warp holds one 32-group here (n and blockDim multiples of 32).
+    if (mo.q != nullptr) quantize_warp32(z, mo.q + i, mo.ds + i / 32);
 }
 
 template <bool RMS, bool MUL>

@@ -10,11 +10,11 @@
 // src0's type), contiguous in dim 0 per the predicate (addressed through
 // nb[0] anyway).
 //
-// One block per (i2, i3) and group of heads: its threads first build the
-// cos/sin cache of that position in shared memory, then rotate the group's
-// heads (dim 1). Prompts have positions enough to fill the GPU with one group
-// per position; a decoded token has one position, whose heads are then spread
-// over blocks of about kBlock pairs each. Pair k's angle is
+// Prompts: one block per (i2, i3): its threads first build the cos/sin cache
+// of that position in shared memory, then rotate its heads (dim 1). A few
+// positions (decoding) take rope_pair_kernel instead, a thread per pair that
+// computes its own angle (no barrier between the loads and the rotation).
+// Pair k's angle is
 // the position multiplied by theta_scale k times in sequence, the same float
 // operations as rope_cache_fill, so the angles equal the host's and ggml's
 // (a closed form pos * theta_scale^k would drift by many ulps for long
@@ -37,7 +37,7 @@ namespace standin::kernels::cuda {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int64_t kFillBlocks = 256;  // positions below this split their heads over blocks
+constexpr int64_t kFillBlocks = 256;  // positions below this take rope_pair_kernel
 
 struct RopeArgs {
     num::RopeParams rp;
@@ -80,31 +80,38 @@ __host__ __device__ inline int64_t rope_pairs(const num::RopeParams & rp) {
     return rp.mode == num::kRopeVision ? rp.n_dims : rp.n_dims / 2;
 }
 
+// cos and sin (times the sign) of pair k at position i2: the angle is the
+// position multiplied by theta_scale k times in sequence (or replayed per
+// section in VISION mode), the float operations of rope_cache_fill.
+__device__ __forceinline__ float2 pair_cos_sin(const RopeArgs & ra, const int32_t * pos, int64_t i2, int64_t ne2,
+                                               const float * ff, int k) {
+    const num::RopeParams & rp = ra.rp;
+    float theta;
+    if (rp.mode == num::kRopeVision) {
+        const float p[4] = {float(pos[i2]), float(pos[i2 + ne2]), float(pos[i2 + 2 * ne2]), float(pos[i2 + 3 * ne2])};
+        theta = num::rope_vision_theta(rp, p, ra.theta_scale, k);
+    } else {
+        int stream = 0;
+        if (num::rope_is_mrope(rp.mode)) {
+            const int sect_dims = rp.sections[0] + rp.sections[1] + rp.sections[2] + rp.sections[3];
+            stream = num::rope_mrope_stream(k % sect_dims, rp.sections, rp.mode == num::kRopeImrope);
+        }
+        theta = float(pos[i2 + ne2 * stream]);
+        for (int j = 0; j < k; ++j) theta *= ra.theta_scale;
+    }
+    const float f = ff != nullptr ? ff[k] : 1.0f;
+    float c, s;
+    num::rope_yarn(theta / f, rp.freq_scale, ra.corr, 2 * k, rp.ext_factor, rp.attn_factor, &c, &s);
+    return make_float2(c, s * ra.sin_sign);
+}
+
 // cache[2k], cache[2k+1] = cos, sin of pair k (k < rope_pairs).
 __device__ void fill_cache(const RopeArgs & ra, const int32_t * pos, int64_t i2, int64_t ne2, const float * ff,
                            float * cache) {
-    const num::RopeParams & rp = ra.rp;
-    const bool multi = num::rope_is_mrope(rp.mode), vision = rp.mode == num::kRopeVision;
-    const int sect_dims = rp.sections[0] + rp.sections[1] + rp.sections[2] + rp.sections[3];
-    for (int k = threadIdx.x; k < rope_pairs(rp); k += blockDim.x) {
-        float theta;
-        if (vision) {
-            const float p[4] = {float(pos[i2]), float(pos[i2 + ne2]), float(pos[i2 + 2 * ne2]),
-                                float(pos[i2 + 3 * ne2])};
-            theta = num::rope_vision_theta(rp, p, ra.theta_scale, k);
-        } else {
-            int stream = 0;
-            if (multi) {
-                stream = num::rope_mrope_stream(k % sect_dims, rp.sections, rp.mode == num::kRopeImrope);
-            }
-            theta = float(pos[i2 + ne2 * stream]);
-            for (int j = 0; j < k; ++j) theta *= ra.theta_scale;
-        }
-        const float f = ff != nullptr ? ff[k] : 1.0f;
-        float c, s;
-        num::rope_yarn(theta / f, rp.freq_scale, ra.corr, 2 * k, rp.ext_factor, rp.attn_factor, &c, &s);
-        cache[2 * k]     = c;
-        cache[2 * k + 1] = s * ra.sin_sign;
+    for (int k = threadIdx.x; k < rope_pairs(ra.rp); k += blockDim.x) {
+        const float2 cs = pair_cos_sin(ra, pos, i2, ne2, ff, k);
+        cache[2 * k]     = cs.x;
+        cache[2 * k + 1] = cs.y;
     }
 }
 
@@ -117,14 +124,12 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
     const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2], ne3 = a.ne[3];
     const int64_t npairs = rope_pairs(rp), rotated = 2 * npairs;  // channels rotated, from n_offs
     const bool normal = rp.mode == num::kRopeNormal;
-    const int64_t per_group = (ne1 + gridDim.z - 1) / gridDim.z;  // heads per block
-    const int64_t h0 = int64_t(blockIdx.z) * per_group, h1 = h0 + per_group < ne1 ? h0 + per_group : ne1;
     for (int64_t i3 = blockIdx.y; i3 < ne3; i3 += gridDim.y) {
         for (int64_t i2 = blockIdx.x; i2 < ne2; i2 += gridDim.x) {
             __syncthreads();  // the previous position's cache is no longer read
             fill_cache(ra, pos, i2, ne2, ff, cache);
             __syncthreads();
-            for (int64_t t = h0 * npairs + threadIdx.x; t < h1 * npairs; t += blockDim.x) {
+            for (int64_t t = threadIdx.x; t < ne1 * npairs; t += blockDim.x) {
                 const int64_t i1 = t / npairs, k = t % npairs;
                 const char * x = row_at(ad, a, i1, i2, i3);
                 char * y = row_at(dd, d, i1, i2, i3);
@@ -138,13 +143,59 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
             }
             if (ra.copy_rest || co.d != nullptr) {  // in place, the cache still needs the rest
                 const int64_t rest = ne0 - rotated;
-                for (int64_t t = h0 * rest + threadIdx.x; t < h1 * rest; t += blockDim.x) {
+                for (int64_t t = threadIdx.x; t < ne1 * rest; t += blockDim.x) {
                     const int64_t i1 = t / rest, j = t % rest;
                     const int64_t i0 = j < rp.n_offs ? j : j + rotated;
                     store_both(d, row_at(dd, d, i1, i2, i3), co, i0, i1, i2,
                                load_f(a.type, row_at(ad, a, i1, i2, i3) + i0 * a.nb[0]));
                 }
             }
+        }
+    }
+}
+
+// Decoding (few positions): a thread per rotated pair or copied channel of
+// a head, 32-bit indices (the launch checks they fit). Each thread works out
+// its own angle instead of sharing a block's cos/sin cache, so nothing waits
+// on a barrier: the position, the pair's two values and the cache row index
+// are loaded together after the wait, and the kernel is about one memory
+// round trip long (the cached version was two, plus the cache's fill).
+__global__ void rope_pair_kernel(Shape d, Shape a, char * dd, const char * ad, const int32_t * pos, const float * ff,
+                                 RopeArgs ra, CacheOut co, int per_head, int total) {
+    pdl_wait();  // Note [dependent launch]
+    pdl_trigger();
+    const num::RopeParams & rp = ra.rp;
+    const int ne1 = int(a.ne[1]), ne2 = int(a.ne[2]);
+    const int npairs = int(rope_pairs(rp)), rotated = 2 * npairs;
+    const bool normal = rp.mode == num::kRopeNormal;
+    for (int t = int(blockIdx.x * blockDim.x + threadIdx.x); t < total; t += int(gridDim.x * blockDim.x)) {
+        const int j = t % per_head, r = t / per_head;
+        const int i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+        const char * x = row_at(ad, a, i1, i2, i3);
+        char * y = row_at(dd, d, i1, i2, i3);
+        // The cache row of this position (null: none, or an index outside the cache).
+        char * crow = nullptr;
+        if (co.d != nullptr) {
+            const char * ip = co.idx + int64_t(i2) * co.idx_nb;
+            const int64_t row = co.idx64 ? *reinterpret_cast<const int64_t *>(ip) : *reinterpret_cast<const int32_t *>(ip);
+            if (row >= 0 && row < co.rows) {
+                crow = co.d + row * co.row_nb + int64_t(i1) * a.ne[0] * (co.type == GGML_TYPE_F32 ? 4 : 2);
+            }
+        }
+        const auto put = [&](int i0, float v) {
+            store_f(d.type, y + i0 * d.nb[0], v);
+            if (crow != nullptr) store_f(co.type, crow + i0 * (co.type == GGML_TYPE_F32 ? 4 : 2), v);
+        };
+        if (j < npairs) {
+            const int ic = rp.n_offs + (normal ? 2 * j : j), off = normal ? 1 : npairs;
+            const float x0 = load_f(a.type, x + ic * a.nb[0]);
+            const float x1 = load_f(a.type, x + (ic + off) * a.nb[0]);
+            const float2 cs = pair_cos_sin(ra, pos, i2, ne2, ff, j);
+            put(ic, x0 * cs.x - x1 * cs.y);
+            put(ic + off, x0 * cs.y + x1 * cs.x);
+        } else {
+            const int jr = j - npairs, i0 = jr < rp.n_offs ? jr : jr + rotated;
+            put(i0, load_f(a.type, x + i0 * a.nb[0]));
         }
     }
 }
@@ -171,14 +222,20 @@ Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const Cach
         return true;
     }
     const int64_t positions = src->ne[2] * src->ne[3], pairs = src->ne[1] * rope_pairs(ra.rp);
-    int64_t groups = 1;
-    if (positions < kFillBlocks) {
-        groups = (pairs + kBlock - 1) / kBlock;
-        groups = groups < src->ne[1] ? groups : src->ne[1];
-        groups = groups > 0 ? groups : 1;
+    const int64_t rest = (ra.copy_rest || co.d != nullptr) ? src->ne[0] - 2 * rope_pairs(ra.rp) : 0;
+    const int64_t pair_threads = (rope_pairs(ra.rp) + rest) * src->ne[1] * positions;
+    if (positions < kFillBlocks && pair_threads < (int64_t(1) << 30) && ggml_nelements(node) < (int64_t(1) << 30)) {
+        constexpr int kPairBlock = 128;  // more blocks (SMs) for a decoded token's few heads
+        const int64_t blocks = (pair_threads + kPairBlock - 1) / kPairBlock;
+        launch(rope_pair_kernel, dim3(unsigned(blocks < limits::kGridX ? blocks : limits::kGridX)), dim3(kPairBlock), 0,
+               stream_of(stream), shape_of(node), shape_of(src), static_cast<char *>(node->data),
+               static_cast<const char *>(src->data), static_cast<const int32_t *>(node->src[1]->data),
+               node->src[2] != nullptr ? static_cast<const float *>(node->src[2]->data) : nullptr, ra, co,
+               int(rope_pairs(ra.rp) + rest), int(pair_threads));
+        SI_CUDA_LAUNCH_CHECK();
+        return true;
     }
-    const dim3 grid(unsigned(src->ne[2] < limits::kGridX ? src->ne[2] : limits::kGridX), grid_yz(src->ne[3]),
-                    unsigned(groups < limits::kGridYZ ? groups : limits::kGridYZ));
+    const dim3 grid(unsigned(src->ne[2] < limits::kGridX ? src->ne[2] : limits::kGridX), grid_yz(src->ne[3]), 1);
     const size_t smem = size_t(2 * rope_pairs(ra.rp)) * sizeof(float);
     if (int64_t(smem) > limits::kRopeCacheBytes) return false;  // the CUDA predicate refuses these
     launch(rope_kernel, dim3(grid), dim3(kBlock), smem, stream_of(stream), shape_of(node), shape_of(src), static_cast<char *>(node->data), static_cast<const char *>(src->data),
