@@ -2,7 +2,8 @@
 # The gate trips on a planted regression and holds without it. Re-gates the
 # results of a bench run: unchanged it must pass; with every `standalone`
 # sample divided by DIVISOR it must exit 3 and name each floor of KIND for the
-# standalone configuration whose model the results measured, and no other floor.
+# standalone configuration whose cell (model and test) the results measured,
+# and no other floor.
 #   host (default): the real gate run of CI (bench.gate.host), divided by 4,
 #     not 2: on 2 shared cores the real ratios have run from 0.9 up to 1.38
 #     (tg64), and half of 1.38 is still above the 0.65 floor.
@@ -40,9 +41,9 @@ grep '^gate:' "$work/slowed.out"
 [[ $rc == 3 ]] || { echo "slowed standalone: gate exit $rc, expected 3"; fail=1; }
 expected=$(python3 -c '
 import json, sys
-models = {r["model"] for r in json.load(open(sys.argv[3]))["summary"]}
+cells = {(r["model"], r["test"]) for r in json.load(open(sys.argv[3]))["summary"]}
 for f in json.load(open(sys.argv[1]))["floors"]:
-    if f["kind"] == sys.argv[2] and f["config"] == "standalone" and f["model"] in models: print(f["name"])' \
+    if f["kind"] == sys.argv[2] and f["config"] == "standalone" and (f["model"], f["test"]) in cells: print(f["name"])' \
     "$floors" "$kind" "$results")
 [[ -n $expected ]] || { echo "no $kind floor for standalone in $floors"; fail=1; }
 for name in $expected; do
