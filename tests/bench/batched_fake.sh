@@ -2,7 +2,8 @@
 # `standin bench --batched` end to end on the host kind, without llama.cpp's
 # llama-batched-bench (the pinned CPU build has none): a fake one prints its
 # table in the pinned tool's printf format, standalone 1.2x as fast as real,
-# and dies of SIGSEGV as interposed-all. Checks the commands it got, the report
+# and dies of SIGSEGV as interposed-all, and says (as real) which ggml-cpu it
+# loaded. Checks the commands it got, the report notes, the report
 # rows, the gate (a floor at the achieved ratio holds, one on the crashed
 # configuration breaks: exit 3), and that the crash is a failed row (re-reported
 # without a gate: exit 1), never a figure.
@@ -17,6 +18,7 @@ cat >"$work/bin/llama-batched-bench" <<'FAKE'
 #!/usr/bin/env bash
 echo "${GGML_STANDIN_MODE:-}|${GGML_STANDIN_LOCAL_OPS:-}|${LLAMA_ARG_THREADS:-unset}|$*" >>"$FAKE_BATCHED_LOG"
 [[ ${GGML_STANDIN_LOCAL_OPS:-} == all ]] && kill -SEGV $$
+[[ -z ${GGML_STANDIN_MODE:-}${GGML_STANDIN_LOCAL_OPS:-} ]] && echo "load_backend: loaded CPU backend from /fake/libggml-cpu-fakevariant.so" >&2
 npp=0 ntg=0 npl= fa=
 while [[ $# -gt 0 ]]; do
     case $1 in
@@ -60,6 +62,8 @@ expect "$work/out/bench.md" "\| m \| batchedB1-pp64 \| 1 \| 1000 ± 0.000 \| 120
 expect "$work/out/bench.md" "- interposed-all m batchedB4-tg16 fa1: 2 of 2 \(llama-batched-bench killed by signal 11" \
     "the failed runs' list"
 expect "$work/out/bench.md" "batchedB<B>-pp64.*-c 512 -b 2048 -ub 512" "the note on how the batched tests ran"
+expect "$work/out/bench.md" '^- `real` loaded its CPU backend from /fake/libggml-cpu-fakevariant.so\.$' \
+    "the note naming the library the real runs loaded"
 expect "$work/bench.out" "gate: held    standalone-b4-tg: " "the floor at the achieved ratio holds"
 expect "$work/bench.out" "gate: BROKEN  all-b4-tg: .*failed in 2 of 2 runs" "the floor on the crashed configuration breaks"
 [[ -e $work/out/work/app-host ]] && { echo "app folder left behind"; fail=1; }

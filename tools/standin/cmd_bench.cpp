@@ -12,6 +12,7 @@
 // The matrix and commands: bench_plan.h; batched decode: bench_batched.h.
 // Processes, signals and container cleanup: bench_process.h (Note [bench
 // cleanup]). Figures: bench_report.h.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -166,6 +167,23 @@ std::string what_of(const Invocation & inv, bool is_op) {
     return inv.config + " " + inv.model_name + " " + test + " fa" + std::to_string(inv.fa);
 }
 
+// The library a `real` run's ggml loader took (its "loaded CPU backend from"
+// line, CUDA for --kind cuda), noted once per distinct path: on the host the
+// reference is whichever ggml-cpu variant the loader scored best for this CPU
+// among those beside llama-bench (the pinned build's one, or npm's several).
+void note_real_library(const std::string & log, const std::string & kind, std::vector<std::string> & notes) {
+    const std::string what = kind == "cuda" ? "CUDA" : "CPU";
+    const std::string key = "loaded " + what + " backend from ";
+    std::ifstream f(log);
+    for (std::string line; std::getline(f, line);) {
+        const auto at = line.find(key);
+        if (at == std::string::npos) continue;
+        const std::string note = "`real` loaded its " + what + " backend from " + line.substr(at + key.size()) + ".";
+        if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+        return;
+    }
+}
+
 // Runs the matrix. Returns 0, or the exit code (1 error, 128+N signal).
 int run_matrix(const BenchOptions & o, const PlanOptions & po, std::vector<Invocation> & plan_list, Meta & meta,
                std::vector<Run> & runs, std::vector<OpSample> & op_samples) {
@@ -229,6 +247,7 @@ int run_matrix(const BenchOptions & o, const PlanOptions & po, std::vector<Invoc
             progress.step(idx + 1, what + " FAILED", run_s);
             continue;
         }
+        if (inv.config == "real" && !is_op) note_real_library(spec.stderr_path, po.kind, meta.notes);
         std::string err = collect(inv, is_op, r.out, meta, runs, op_samples);
         if (!err.empty()) {
             progress.interrupt_line();
