@@ -65,6 +65,22 @@ foreach(type f32 q8_0)
                      --n-tokens ${n_tokens} --compare ${ref} --max-nmse ${cuda_nmse})
     set_tests_properties(model.logits.tiny_${type}.cuda PROPERTIES LABELS "model;gpu" TIMEOUT 300
         SKIP_RETURN_CODE 77 FIXTURES_REQUIRED "model_tiny_${type};logits_tiny_${type}")
+    # Token by token (--ubatch 1, flash attention on): the decode kernels, one
+    # graph per token over the KV cache, against the same one-graph reference.
+    foreach(dev host cuda)
+        if(dev STREQUAL host)
+            set(cmd ${STANDIN} logits --device STANDIN_HOST0)
+            set(labels model)
+        else()
+            set(cmd ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0 ${STANDIN} logits --device STANDIN_CUDA0)
+            set(labels "model;gpu")
+        endif()
+        add_test(NAME model.logits.tiny_${type}.${dev}_decode
+                 COMMAND ${cmd} --plugin ${PLUGIN} --model ${model} --n-tokens ${n_tokens} --ubatch 1 --flash-attn on
+                         --compare ${ref} --max-nmse ${max_nmse})
+        set_tests_properties(model.logits.tiny_${type}.${dev}_decode PROPERTIES LABELS "${labels}" TIMEOUT 300
+            SKIP_RETURN_CODE 77 FIXTURES_REQUIRED "model_tiny_${type};logits_tiny_${type}")
+    endforeach()
 endforeach()
 
 # Q4_0 on STANDIN_HOST0 is held to (nearly) bit-identical logits: ggml-cpu repacks

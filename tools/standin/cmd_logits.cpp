@@ -308,13 +308,16 @@ bool load_model(const LogitsOptions & opt, LlamaRun & run) {
     return true;
 }
 
-// Evaluates `toks` as one batch (one graph) with logits for every position.
+// Evaluates `toks` as one batch with logits for every position: one graph, or
+// with --ubatch N graphs of N tokens each over the KV cache (N = 1: the
+// decode path, token by token).
 bool decode_all(const LogitsOptions & opt, LlamaRun & run, const std::vector<llama_token> & toks, Census & census,
                 std::vector<float> & logits) {
     const int n = int(toks.size());
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx   = uint32_t(std::max(n, 256));
-    cp.n_batch = cp.n_ubatch = uint32_t(n);
+    cp.n_batch  = uint32_t(n);
+    cp.n_ubatch = uint32_t(opt.ubatch > 0 && opt.ubatch < n ? opt.ubatch : n);
     cp.n_seq_max       = 1;
     cp.n_threads       = opt.threads > 0 ? opt.threads : rt::host::available_cores();
     cp.n_threads_batch = cp.n_threads;

@@ -52,7 +52,7 @@ struct MatmulOptions {
 int cmd_matmul(const MatmulOptions & opt);
 
 struct MakeModelOptions {
-    std::string        shape = "tiny";  // tiny | 1b | 8b
+    std::string        shape = "tiny";  // a name of model::shape_names()
     std::string        type  = "f32";   // f32 | f16 | q8_0 | q4_0, or a llama-quantize type (q4_k_m, iq4_xs, ...)
     std::string        out;
     std::string        quantize_tool;   // empty: model::default_quantize_tool()
@@ -76,6 +76,7 @@ struct LogitsOptions {
     double      max_nmse   = 1e-4;
     int         threads    = 0;            // 0 = every available core
     std::string flash_attn = "off";        // on | off | auto
+    int         ubatch     = 0;            // tokens per graph (llama's n_ubatch); 0 = all in one; 1 = decode token by token
     bool        verbose    = false;
 };
 int cmd_logits(const LogitsOptions & opt);

@@ -189,27 +189,78 @@ bool write_tensors(const WriteOptions & opt, const gguf_context * ctx, const std
 
 } // namespace
 
-bool shape_by_name(const std::string & name, Shape & out) {
+namespace {
+
+// The shapes make-model writes, by name: the one list the CLI and the lookup read.
+struct NamedShape {
+    const char * name;
+    const char * what;
+    Shape (*make)();
+};
+
+Shape shape_tiny() {
+    // Small enough to write and run in a second; every llama code path
+    // (GQA, tied output, several layers) is still there.
     Shape s;
-    s.name = name;
-    if (name == "tiny") {
-        // Small enough to write and run in a second; every llama code path
-        // (GQA, tied output, several layers) is still there.
-        s.n_embd = 256, s.n_layer = 4, s.n_head = 8, s.n_head_kv = 4, s.n_ff = 512, s.n_ctx = 2048;
-        s.rope_theta = 10000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = true;
-    } else if (name == "1b") {
-        // llama-3.2-1B; the context is cut from 131072 so a default run does not reserve a 4 GiB KV cache.
-        s.n_embd = 2048, s.n_layer = 16, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 8192, s.n_ctx = 8192;
-        s.rope_theta = 500000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = true;
-    } else if (name == "8b") {
-        // llama-3-8B.
-        s.n_embd = 4096, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 14336, s.n_ctx = 8192;
-        s.rope_theta = 500000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = false;
-    } else {
-        return false;
+    s.n_embd = 256, s.n_layer = 4, s.n_head = 8, s.n_head_kv = 4, s.n_ff = 512, s.n_ctx = 2048;
+    s.rope_theta = 10000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = true;
+    return s;
+}
+
+Shape shape_1b() {
+    // llama-3.2-1B; the context is cut from 131072 so a default run does not reserve a 4 GiB KV cache.
+    Shape s;
+    s.n_embd = 2048, s.n_layer = 16, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 8192, s.n_ctx = 8192;
+    s.rope_theta = 500000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = true;
+    return s;
+}
+
+Shape shape_1b_gqa8() {
+    // 1b's sizes with head size 128 and 8 query heads per K/V head, the
+    // grouping of llama-3-70B and others: the attention paths for groups of 8.
+    Shape s = shape_1b();
+    s.n_head = 16, s.n_head_kv = 2;
+    return s;
+}
+
+Shape shape_8b() {
+    // llama-3-8B.
+    Shape s;
+    s.n_embd = 4096, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 14336, s.n_ctx = 8192;
+    s.rope_theta = 500000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = false;
+    return s;
+}
+
+constexpr NamedShape kShapes[] = {
+    {"tiny", "4 layers of 256, for tests", shape_tiny},
+    {"1b", "llama-3.2-1B", shape_1b},
+    {"1b-gqa8", "1b with 16 heads of 128 over 2 K/V heads", shape_1b_gqa8},
+    {"8b", "llama-3-8B", shape_8b},
+};
+
+} // namespace
+
+bool shape_by_name(const std::string & name, Shape & out) {
+    for (const NamedShape & n : kShapes) {
+        if (name == n.name) {
+            out = n.make();
+            out.name = name;
+            return true;
+        }
     }
-    out = s;
-    return true;
+    return false;
+}
+
+std::vector<std::string> shape_names() {
+    std::vector<std::string> v;
+    for (const NamedShape & n : kShapes) v.emplace_back(n.name);
+    return v;
+}
+
+std::string shape_help() {
+    std::string h;
+    for (const NamedShape & n : kShapes) h += (h.empty() ? "" : ", ") + std::string(n.name) + " (" + n.what + ")";
+    return h;
 }
 
 bool weight_type_by_name(const std::string & name, ggml_type & type, uint32_t & file_type) {

@@ -37,8 +37,11 @@ struct Shape {
     bool        tied_embeddings = false;  // no output.weight: the output reuses token_embd
 };
 
-// "tiny", "1b" (llama-3.2-1B) or "8b" (llama-3-8B). False for any other name.
+// A shape by name (shape_names: "tiny", "1b" (llama-3.2-1B), "1b-gqa8",
+// "8b" (llama-3-8B)). False for any other name.
 bool shape_by_name(const std::string & name, Shape & out);
+std::vector<std::string> shape_names();
+std::string shape_help();  // "NAME (what it is), ..." for the CLI
 
 // The weight type of a file: "f32", "f16", "q8_0" or "q4_0", with the
 // general.file_type value llama.cpp uses for it. False for any other name.

@@ -3,6 +3,7 @@
 
 #include "tools/standin/backends.h"
 #include "tools/standin/commands.h"
+#include "tools/standin/gguf_model.h"
 
 int main(int argc, char ** argv) {
     using namespace standin::tools;
@@ -48,8 +49,8 @@ int main(int argc, char ** argv) {
 
     MakeModelOptions mm_opt;
     auto * make_model = app.add_subcommand("make-model", "Write a llama GGUF with random weights that llama.cpp can run");
-    make_model->add_option("--shape", mm_opt.shape, "tiny, 1b (llama-3.2-1B) or 8b (llama-3-8B)")
-        ->capture_default_str()->check(CLI::IsMember({"tiny", "1b", "8b"}));
+    make_model->add_option("--shape", mm_opt.shape, model::shape_help())
+        ->capture_default_str()->check(CLI::IsMember(model::shape_names()));
     make_model->add_option("--type", mm_opt.type,
                            "Weight type: f32, f16, q8_0 or q4_0 (written directly), or any type llama-quantize "
                            "takes (q4_k_m, q6_k, iq4_xs, mxfp4_moe, ...: an F16 model converted by it)")
@@ -79,6 +80,9 @@ int main(int argc, char ** argv) {
     logits->add_option("--threads", lg_opt.threads, "Threads (0 = all cores)")->check(CLI::NonNegativeNumber);
     logits->add_option("--flash-attn", lg_opt.flash_attn, "on, off or auto")->capture_default_str()
         ->check(CLI::IsMember({"on", "off", "auto"}));
+    logits->add_option("--ubatch", lg_opt.ubatch,
+                       "Tokens per graph (0 = all in one; 1 = one token at a time: the decode kernels)")
+        ->check(CLI::NonNegativeNumber);
     logits->add_option("--split-mode", lg_opt.split_mode, "How several devices share the model: none, layer or tensor")
         ->capture_default_str()->check(CLI::IsMember({"none", "layer", "tensor"}));
     logits->add_option("--rpc", lg_opt.rpc, "rpc-server endpoints HOST:PORT[,...]; their devices are RPC0, RPC1, ...");

@@ -92,6 +92,12 @@ TEST(GgufModel, PlansHaveTheRealModelsParameterCounts) {
     EXPECT_EQ(total_params(p), 8030261248);  // Meta-Llama-3-8B
     EXPECT_EQ(p.back().name, "output.weight");
     EXPECT_FALSE(shape_by_name("70b", s));
+    // 8 query heads of 128 per K/V head; every name the CLI offers resolves.
+    ASSERT_TRUE(shape_by_name("1b-gqa8", s));
+    EXPECT_EQ(s.n_embd / s.n_head, 128);
+    EXPECT_EQ(s.n_head / s.n_head_kv, 8);
+    EXPECT_EQ(s.name, "1b-gqa8");
+    for (const auto & name : shape_names()) EXPECT_TRUE(shape_by_name(name, s)) << name;
     ggml_type type;
     uint32_t  ftype;
     EXPECT_TRUE(weight_type_by_name("q4_0", type, ftype));
