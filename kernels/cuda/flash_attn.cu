@@ -503,27 +503,16 @@ template <int T, int W> void launch_tw(const FaArgs & p, cudaStream_t st) {
 // Query heads per split block (GQA): each lane keeps G x NV output elements,
 // so G is bounded by the registers that takes.
 constexpr int kMaxHeads = 4;  // 8 measured slower: registers for 2 blocks per SM
-// Staged tiles keep the K and V rows in shared memory, which leaves the
-// registers for the outputs of 8 heads (GQA groups of 8: one block reads a
-// K/V head's rows once instead of twice).
-constexpr int kMaxStagedHeads = 8;
-constexpr int max_heads(int nv, bool staged = false) {
-    const int cap = staged ? kMaxStagedHeads : kMaxHeads;
-    return 32 / nv < cap ? 32 / nv : cap;
-}
-// Whether fa_split_kernel<T, NV, VEC, ...> has a staged form (Note [staged tiles]).
-template <int T, int NV, bool VEC> constexpr bool has_staged() { return T == GGML_TYPE_F16 && VEC && NV <= 4; }
+constexpr int max_heads(int nv) { return 32 / nv < kMaxHeads ? 32 / nv : kMaxHeads; }
 constexpr size_t kSplitSmemMax = 48 * 1024;  // without the opt-in to more dynamic shared memory
 
-// The largest G <= max_heads(NV, staged), a power of two, such that G
-// consecutive heads share one K and one V head (G divides the query heads per
-// K head and per V head), their mask rows are evenly spaced (mask broadcast
-// over heads, or G divides its heads), and the block's shared memory fits
-// (staged: opted in to staged_smem, which fits for every G).
-template <int NV> int heads_per_block(const FaArgs & p, bool staged) {
-    for (int g = max_heads(NV, staged); g > 1; g /= 2) {
+// The largest G <= max_heads(NV), a power of two, such that G consecutive
+// heads share one K and one V head (G divides the query heads per K head and
+// per V head), their mask rows are evenly spaced (mask broadcast over heads,
+// or G divides its heads), and the block's shared memory fits.
+template <int NV> int heads_per_block(const FaArgs & p) {
+    for (int g = max_heads(NV); g > 1; g /= 2) {
         if (p.rk2 % g == 0 && p.rv2 % g == 0 && (p.mask == nullptr || p.m_ne2 == 1 || p.m_ne2 % g == 0)) {
-            if (staged) return g;
             static_assert(kMaxHeads <= 4, "the shared memory sizes below cover 2 and 4 heads");
             const size_t smem = g == 4 ? fa_smem<kSplitWarps, 4>(p) : fa_smem<kSplitWarps, 2>(p);
             if (smem <= kSplitSmemMax) return g;
@@ -534,11 +523,11 @@ template <int NV> int heads_per_block(const FaArgs & p, bool staged) {
 
 // Heads per split block for K/V of type T: grouped for F16 only, which keeps
 // the kernels compiled for F32 and BF16 caches to one per V width.
-template <int T> int heads_for(const FaArgs & p, bool staged) {
+template <int T> int heads_for(const FaArgs & p) {
     if constexpr (T != GGML_TYPE_F16) {
         return 1;
     } else {
-        return with_nv(p.DV, [&](auto nv) { return heads_per_block<decltype(nv)::value>(p, staged); });
+        return with_nv(p.DV, [&](auto nv) { return heads_per_block<decltype(nv)::value>(p); });
     }
 }
 
@@ -559,16 +548,16 @@ template <int NV, int G> void opt_in_staged() {
 
 template <int T, int NV, bool VEC, int G>
 void launch_split_g(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
-    const dim3 grid(unsigned(p.nq * part.n_split), unsigned(p.nh / G), unsigned(p.nq3));
-    if constexpr (has_staged<T, NV, VEC>() && G <= max_heads(NV, true)) {
-        if (part.staged) {
-            opt_in_staged<NV, G>();
-            launch(fa_split_kernel<T, NV, VEC, G, true>, grid, dim3(kSplitWarps * 32), staged_smem<NV, G>(), st, p,
-                   part);
-            return;
-        }
-    }
     if constexpr (G <= max_heads(NV)) {
+        const dim3 grid(unsigned(p.nq * part.n_split), unsigned(p.nh / G), unsigned(p.nq3));
+        if constexpr (T == GGML_TYPE_F16 && VEC && NV <= 4) {
+            if (part.staged) {
+                opt_in_staged<NV, G>();
+                launch(fa_split_kernel<T, NV, VEC, G, true>, grid, dim3(kSplitWarps * 32), staged_smem<NV, G>(), st, p,
+                       part);
+                return;
+            }
+        }
         launch(fa_split_kernel<T, NV, VEC, G, false>, grid, dim3(kSplitWarps * 32), fa_smem<kSplitWarps, G>(p), st, p,
                part);
     } else {
@@ -582,7 +571,6 @@ template <int T, int NV, bool VEC> void launch_split_v(const FaArgs & p, const S
         return;
     }
     switch (part.heads) {
-        case 8:  launch_split_g<T, NV, VEC, 8>(p, part, st); break;
         case 4:  launch_split_g<T, NV, VEC, 4>(p, part, st); break;
         case 2:  launch_split_g<T, NV, VEC, 2>(p, part, st); break;
         default: launch_split_g<T, NV, VEC, 1>(p, part, st); break;
@@ -635,17 +623,17 @@ int split_count(const FaArgs & p, int n_sm, int heads) {
 // writes q_out when it is set).
 template <int T> bool launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, int n_sm) {
     cudaStream_t st = stream.begin_launch();
-    // Staged tiles: F16 rows of 64 or 128 for both K and V, 16-byte aligned (K: k_vec).
-    const bool v16 = p.v_nb1 % 16 == 0 && p.v_nb2 % 16 == 0 && p.v_nb3 % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(p.v) % 16 == 0;
-    const bool staged = T == GGML_TYPE_F16 && p.k_vec && v16 && p.D == p.DV && (p.D == 64 || p.D == 128);
-    const int heads = heads_for<T>(p, staged);
+    const int heads = heads_for<T>(p);
     const int n_split = split_count(p, n_sm, heads);
     if (n_split > 1) {
         const int64_t slots = p.nq * p.nh * p.nq3 * n_split;
         const size_t bytes = size_t(slots) * size_t(2 + p.DV) * sizeof(float);
         if (auto * base = static_cast<float *>(stream.scratch(bytes))) {
             const int64_t tiles = (p.nkv + 31) / 32, tiles_per_split = (tiles + n_split - 1) / n_split;
+            // Staged tiles: F16 rows of 64 or 128 for both K and V, 16-byte aligned (K: k_vec).
+            const bool v16 = p.v_nb1 % 16 == 0 && p.v_nb2 % 16 == 0 && p.v_nb3 % 16 == 0 &&
+                             reinterpret_cast<uintptr_t>(p.v) % 16 == 0;
+            const bool staged = T == GGML_TYPE_F16 && p.k_vec && v16 && p.D == p.DV && (p.D == 64 || p.D == 128);
             const SplitOut part{base, base + slots, base + 2 * slots, n_split, tiles_per_split * 32, heads, staged};
             launch_split<T>(p, part, st);
             return true;
