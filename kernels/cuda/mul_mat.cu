@@ -149,6 +149,8 @@ QuantizedY reserve_y(rt::cuda::CudaStream & stream, int64_t K, int64_t cols, cud
         keep_pool_memory();
         if (!scratch_alloc(&mem, bytes, st)) return y;
         y.pooled = mem;
+    } else {
+        y.held = bytes;
     }
     y.q = static_cast<int8_t *>(mem);
     y.ds = reinterpret_cast<float2 *>(y.q + q_bytes);

@@ -110,6 +110,7 @@ struct QuantizedY {
     int8_t * q      = nullptr;
     float2 * ds     = nullptr;
     void *   pooled = nullptr;
+    size_t   held   = 0;  // bytes it holds at the start of the stream's scratch (0: pooled)
     bool     ok     = false;
 };
 QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, cudaStream_t st);
