@@ -37,8 +37,8 @@ struct Shape {
     bool        tied_embeddings = false;  // no output.weight: the output reuses token_embd
 };
 
-// A shape by name (shape_names: "tiny", "1b" (llama-3.2-1B), "1b-gqa8",
-// "8b" (llama-3-8B)). False for any other name.
+// A shape by name, one of shape_names() (the table in gguf_model.cpp). False
+// for any other name.
 bool shape_by_name(const std::string & name, Shape & out);
 std::vector<std::string> shape_names();
 std::string shape_help();  // "NAME (what it is), ..." for the CLI
