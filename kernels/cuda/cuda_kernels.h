@@ -30,11 +30,11 @@ Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node);  // FL
 // FLASH_ATTN_EXT whose decode combine also writes the output quantized for the
 // integer mat-vec (codes q, scales ds as quantize_act lays them out, the
 // output read as rows of ne0 * ne1); `quantized` says whether it did (only
-// the key-split kernels do; otherwise the caller quantizes). q and ds may be
-// in the stream's scratch: its first `scratch_held` bytes, which the split
-// kernels' partial results then stay clear of.
+// the key-split kernels do; otherwise the caller quantizes). q and ds in the
+// stream's scratch must be held there (hold_scratch), or the split kernels'
+// partial results are given the same bytes.
 Status flash_attn_ext_quant(rt::cuda::CudaStream & stream, ggml_tensor * node, int8_t * q, float2 * ds,
-                            size_t scratch_held, bool & quantized);
+                            bool & quantized);
 Status reduce(rt::cuda::CudaStream & stream, ggml_tensor * node);          // SUM_ROWS MEAN SUM ARGMAX
 Status shape(rt::cuda::CudaStream & stream, ggml_tensor * node);           // CONCAT REPEAT
 

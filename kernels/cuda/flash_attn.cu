@@ -620,19 +620,15 @@ int split_count(const FaArgs & p, int n_sm, int heads) {
 // Few (query row, head) blocks - decoding - cannot fill the GPU with 4 warps
 // each: split over the keys when scratch memory for the partials is there,
 // otherwise 8 warps per block. True: the split kernels ran (whose combine
-// writes q_out when it is set). The partial results go to the stream's
-// scratch after its first `held` bytes, which the caller still uses (q_out).
-template <int T> bool launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, int n_sm, size_t held) {
+// writes q_out when it is set).
+template <int T> bool launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, int n_sm) {
     cudaStream_t st = stream.begin_launch();
     const int heads = heads_for<T>(p);
     const int n_split = split_count(p, n_sm, heads);
     if (n_split > 1) {
         const int64_t slots = p.nq * p.nh * p.nq3 * n_split;
-        const size_t bytes = size_t(slots) * size_t(2 + p.DV) * sizeof(float), skip = (held + 15) / 16 * 16;
-        if (auto * raw = static_cast<char *>(stream.scratch(skip + bytes))) {
-            // Grown, the scratch is a new block and what was held stays in the
-            // outgrown one (kept while the stream lives); skipping it anyway is harmless.
-            auto * base = reinterpret_cast<float *>(raw + skip);
+        const size_t bytes = size_t(slots) * size_t(2 + p.DV) * sizeof(float);
+        if (auto * base = static_cast<float *>(stream.scratch(bytes))) {
             const int64_t tiles = (p.nkv + 31) / 32, tiles_per_split = (tiles + n_split - 1) / n_split;
             // Staged tiles: F16 rows of 64 or 128 for both K and V, 16-byte aligned (K: k_vec).
             const bool v16 = p.v_nb1 % 16 == 0 && p.v_nb2 % 16 == 0 && p.v_nb3 % 16 == 0 &&
@@ -652,7 +648,7 @@ template <int T> bool launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, 
 }
 
 // True: the split kernels ran (launch_t).
-bool run_kernels(const FaArgs & p, ggml_type t, rt::cuda::CudaStream & cs, size_t held) {
+bool run_kernels(const FaArgs & p, ggml_type t, rt::cuda::CudaStream & cs) {
     if (fa::tc_applies(p, t == GGML_TYPE_F16)) {
         fa::launch_tc(p, cs.begin_launch());
         SI_CUDA_LAUNCH_CHECK();
@@ -661,9 +657,9 @@ bool run_kernels(const FaArgs & p, ggml_type t, rt::cuda::CudaStream & cs, size_
     const int n_sm = cs.sm_count();
     bool split = false;
     switch (t) {
-        case GGML_TYPE_F16:  split = launch_t<GGML_TYPE_F16>(p, cs, n_sm, held); break;
-        case GGML_TYPE_F32:  split = launch_t<GGML_TYPE_F32>(p, cs, n_sm, held); break;
-        default:             split = launch_t<GGML_TYPE_BF16>(p, cs, n_sm, held); break;
+        case GGML_TYPE_F16:  split = launch_t<GGML_TYPE_F16>(p, cs, n_sm); break;
+        case GGML_TYPE_F32:  split = launch_t<GGML_TYPE_F32>(p, cs, n_sm); break;
+        default:             split = launch_t<GGML_TYPE_BF16>(p, cs, n_sm); break;
     }
     SI_CUDA_LAUNCH_CHECK();
     return split;
@@ -687,11 +683,11 @@ void set_dense(const ggml_tensor * t, const __half * out, const char *& data, in
 
 Status flash_attn_ext(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     bool quantized = false;
-    return flash_attn_ext_quant(stream, node, nullptr, nullptr, 0, quantized);
+    return flash_attn_ext_quant(stream, node, nullptr, nullptr, quantized);
 }
 
 Status flash_attn_ext_quant(rt::cuda::CudaStream & stream, ggml_tensor * node, int8_t * q_out, float2 * ds_out,
-                            size_t scratch_held, bool & quantized) {
+                            bool & quantized) {
     quantized = false;
     const ggml_tensor * q = node->src[0];
     const ggml_tensor * k = node->src[1];
@@ -762,7 +758,7 @@ Status flash_attn_ext_quant(rt::cuda::CudaStream & stream, ggml_tensor * node, i
         p.q_out = q_out;
         p.ds_out = ds_out;
     }
-    quantized = run_kernels(p, t, cs, p.q_out != nullptr ? scratch_held : 0) && p.q_out != nullptr;
+    quantized = run_kernels(p, t, cs) && p.q_out != nullptr;
     if (cvt != nullptr) {
         SI_CUDA_CHECK(cudaFreeAsync(cvt, cs.begin_launch()));
     }

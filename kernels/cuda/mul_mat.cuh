@@ -110,7 +110,7 @@ struct QuantizedY {
     int8_t * q      = nullptr;
     float2 * ds     = nullptr;
     void *   pooled = nullptr;
-    size_t   held   = 0;  // bytes it holds at the start of the stream's scratch (0: pooled)
+    size_t   held   = 0;  // its bytes at the start of the stream's scratch (0: pooled), for hold_scratch
     bool     ok     = false;
 };
 QuantizedY quantize_y(rt::cuda::CudaStream & stream, const ggml_tensor * b, cudaStream_t st);

@@ -647,7 +647,9 @@ Status fa_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * fa, ggml_tensor *
     mm::QuantizedY y = mm::reserve_y(cs, in->ne[0], ggml_nrows(in), st);
     if (!y.ok) return Status::out_of_memory;
     bool quantized = false;
-    const Status ok = flash_attn_ext_quant(stream, fa, y.q, y.ds, y.held, quantized);
+    cs.hold_scratch(y.held);  // the combine writes y while the split kernels use scratch too
+    const Status ok = flash_attn_ext_quant(stream, fa, y.q, y.ds, quantized);
+    cs.release_scratch();
     if (ok) {
         if (!quantized) mm::quantize_act(in, y.q, y.ds, cs.begin_launch());  // not the split kernels: a prompt
         mm::mul_mat_q8_group_y(cs, &mm, 1, add, y.q, y.ds);

@@ -68,8 +68,9 @@ CudaStream::~CudaStream() {
 }
 
 void * CudaStream::scratch(size_t bytes) {
-    if (bytes <= scratch_bytes_) {
-        return scratch_;
+    const size_t skip = (scratch_held_ + 255) / 256 * 256;  // cudaMalloc's alignment
+    if (skip + bytes <= scratch_bytes_) {
+        return static_cast<char *>(scratch_) + skip;
     }
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(begin_launch(), &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
@@ -85,6 +86,7 @@ void * CudaStream::scratch(size_t bytes) {
     if (scratch_ != nullptr) outgrown_.push_back(scratch_);
     scratch_ = p;
     scratch_bytes_ = want;
+    scratch_held_ = 0;  // what was held stays in the outgrown block
     return scratch_;
 }
 

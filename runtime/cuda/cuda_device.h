@@ -92,6 +92,12 @@ public:
     // stream-ordered memory instead. Outgrown blocks stay allocated until the
     // stream goes, because recorded graphs may still point into them.
     void * scratch(size_t bytes);
+    // Keeps the first `bytes` of the scratch for a fused run whose first
+    // launch writes what its last reads, while launches in between ask for
+    // scratch of their own: scratch() hands out memory after them (or a new
+    // block; the held bytes stay valid in the outgrown one) until released.
+    void hold_scratch(size_t bytes) { scratch_held_ = bytes; }
+    void release_scratch() { scratch_held_ = 0; }
 
     int device() const { return device_; }
     int sm_count() const { return sm_count_; }  // multiprocessors of the stream's device
@@ -116,6 +122,7 @@ private:
 
     void *              scratch_       = nullptr;
     size_t              scratch_bytes_ = 0;
+    size_t              scratch_held_  = 0;  // hold_scratch
     std::vector<void *> outgrown_;
 
     cudaEvent_t              handoff_ = nullptr;  // copy_from_stream's ordering point on this stream
