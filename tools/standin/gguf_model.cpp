@@ -191,51 +191,27 @@ bool write_tensors(const WriteOptions & opt, const gguf_context * ctx, const std
 
 namespace {
 
-// The shapes make-model writes, by name: the one list the CLI and the lookup read.
+// The shapes make-model writes, by name: the one list the CLI and the lookup
+// read (rms_eps is Shape's default for all of them).
 struct NamedShape {
     const char * name;
     const char * what;
-    Shape (*make)();
+    int64_t      n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+    float        rope_theta;
+    bool         tied_embeddings;
 };
 
-Shape shape_tiny() {
-    // Small enough to write and run in a second; every llama code path
-    // (GQA, tied output, several layers) is still there.
-    Shape s;
-    s.n_embd = 256, s.n_layer = 4, s.n_head = 8, s.n_head_kv = 4, s.n_ff = 512, s.n_ctx = 2048;
-    s.rope_theta = 10000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = true;
-    return s;
-}
-
-Shape shape_1b() {
-    // llama-3.2-1B; the context is cut from 131072 so a default run does not reserve a 4 GiB KV cache.
-    Shape s;
-    s.n_embd = 2048, s.n_layer = 16, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 8192, s.n_ctx = 8192;
-    s.rope_theta = 500000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = true;
-    return s;
-}
-
-Shape shape_1b_gqa8() {
+constexpr NamedShape kShapes[] = {
+    // Small enough to write and run in a second; every llama code path (GQA,
+    // tied output, several layers) is still there.
+    {"tiny", "4 layers of 256, for tests", 256, 4, 8, 4, 512, 2048, 10000.0f, true},
+    // llama-3.2-1B; the context is cut from 131072 so a default run does not
+    // reserve a 4 GiB KV cache.
+    {"1b", "llama-3.2-1B", 2048, 16, 32, 8, 8192, 8192, 500000.0f, true},
     // 1b's sizes with head size 128 and 8 query heads per K/V head, the
     // grouping of llama-3-70B and others: the attention paths for groups of 8.
-    Shape s = shape_1b();
-    s.n_head = 16, s.n_head_kv = 2;
-    return s;
-}
-
-Shape shape_8b() {
-    // llama-3-8B.
-    Shape s;
-    s.n_embd = 4096, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 14336, s.n_ctx = 8192;
-    s.rope_theta = 500000.0f, s.rms_eps = 1e-5f, s.tied_embeddings = false;
-    return s;
-}
-
-constexpr NamedShape kShapes[] = {
-    {"tiny", "4 layers of 256, for tests", shape_tiny},
-    {"1b", "llama-3.2-1B", shape_1b},
-    {"1b-gqa8", "1b with 16 heads of 128 over 2 K/V heads", shape_1b_gqa8},
-    {"8b", "llama-3-8B", shape_8b},
+    {"1b-gqa8", "1b with 16 heads of 128 over 2 K/V heads", 2048, 16, 16, 2, 8192, 8192, 500000.0f, true},
+    {"8b", "llama-3-8B", 4096, 32, 32, 8, 14336, 8192, 500000.0f, false},
 };
 
 } // namespace
@@ -243,8 +219,11 @@ constexpr NamedShape kShapes[] = {
 bool shape_by_name(const std::string & name, Shape & out) {
     for (const NamedShape & n : kShapes) {
         if (name == n.name) {
-            out = n.make();
+            out = Shape{};
             out.name = name;
+            out.n_embd = n.n_embd, out.n_layer = n.n_layer, out.n_head = n.n_head, out.n_head_kv = n.n_head_kv;
+            out.n_ff = n.n_ff, out.n_ctx = n.n_ctx, out.rope_theta = n.rope_theta;
+            out.tied_embeddings = n.tied_embeddings;
             return true;
         }
     }
