@@ -28,8 +28,9 @@
 // outputs, so the cache is read once per K/V head instead of once per query
 // head (at 16k keys it does not fit in L2).
 //
-// Batches of queries over F16 K/V with head sizes 64 and 128 (prefill) go to
-// the tensor-core kernel of flash_attn_tc.cu instead.
+// F16 K/V with head sizes 64 and 128 go to tensor cores instead: batches of
+// queries (prefill) to flash_attn_tc.cu, fewer than 16 query rows (decoding)
+// to flash_attn_dec.cu, which shares this file's split partials and combine.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o FLASH_ATTN_EXT
 #include <type_traits>
@@ -41,7 +42,6 @@
 
 #include "kernels/common/quants.h"
 #include "kernels/common/softmax.h"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/flash_attn.cuh"
@@ -52,6 +52,7 @@ namespace standin::kernels::cuda {
 namespace {
 
 using fa::FaArgs;
+using fa::SplitOut;
 
 constexpr int kMaxDV = int(limits::kFlashAttnMaxDV);
 constexpr int kSplitWarps = 4;  // warps of a key-split block
@@ -147,65 +148,27 @@ __device__ __forceinline__ void load_v(const char * vrow, int lane, int64_t DV, 
 
 // Shared memory of a block, for G query heads: q [G][Dp] (D padded to 4, so
 // every row is 16-byte aligned), m and s [kWarps][G], the tile's attention
-// weights w [kWarps][G][32] (used when G > 1), and o [kWarps][G][DV]; with
-// staged tiles (stage_warp bytes per warp, Note [staged tiles]) the staging
-// areas follow, 16-byte aligned, and each warp's o is the start of its own
-// area (written only after its last tile is read).
+// weights w [kWarps][G][32] (used when G > 1), and o [kWarps][G][DV].
 template <int kWarps, int G> __host__ __device__ inline int64_t fa_head_floats(int64_t D) {
     return (G * ((D + 3) / 4 * 4) + 2 * kWarps * G + (G > 1 ? kWarps * G * 32 : 0) + 3) / 4 * 4;
 }
-template <int kWarps, int G> size_t fa_smem(const FaArgs & p, int64_t stage_warp = 0) {
-    const int64_t head = fa_head_floats<kWarps, G>(p.D) * int64_t(sizeof(float));
-    return size_t(head + (stage_warp > 0 ? kWarps * stage_warp : kWarps * G * p.DV * int64_t(sizeof(float))));
+template <int kWarps, int G> size_t fa_smem(const FaArgs & p) {
+    return size_t(fa_head_floats<kWarps, G>(p.D) + kWarps * G * p.DV) * sizeof(float);
 }
 template <int kWarps, int G> struct FaShared {
     float *q, *m, *s, *w, *o;
-    char * stage;    // staged tiles, stage_warp bytes per warp; null when not staged
     int64_t qs, ow;  // q's row pitch; floats between two warps' o
-    __device__ FaShared(float * base, int64_t D, int64_t DV, int64_t stage_warp = 0)
+    __device__ FaShared(float * base, int64_t D, int64_t DV)
         : q(base), m(base + G * ((D + 3) / 4 * 4)), s(m + kWarps * G), w(s + kWarps * G),
-          o(base + fa_head_floats<kWarps, G>(D)), stage(stage_warp > 0 ? reinterpret_cast<char *>(o) : nullptr),
-          qs((D + 3) / 4 * 4), ow(stage_warp > 0 ? stage_warp / int64_t(sizeof(float)) : G * DV) {}
+          o(base + fa_head_floats<kWarps, G>(D)), qs((D + 3) / 4 * 4), ow(G * DV) {}
 };
-
-// Note [staged tiles]
-// A warp of the decode split kernel used to load its tile's K rows a few
-// 16-byte pieces at a time and its V rows 8 at a time, each batch a memory
-// round trip: about 9 per tile, which is what a decoded token's attention
-// waited on (10.6 us per layer against ggml-cuda's 5.3, results/h200/
-// summary-42.txt). For F16 caches with D = DV = 64 or 128 the warp now copies
-// the whole tile - 32 K rows and 32 V rows - into shared memory with
-// cp.async in one group, issued before the mask loads, so a tile costs one
-// round trip, and reads the rows from there. Rows are padded by 16 bytes so
-// that lane j's reads of K row j fall in different banks. Keeping the rows in
-// registers instead ran out of them (168 with spills; summary-44.txt).
-__host__ __device__ constexpr int stage_pitch(int D) { return 2 * D + 16; }  // bytes of one staged F16 row
-__host__ __device__ constexpr int64_t stage_warp_bytes(int D) { return 2 * 32 * int64_t(stage_pitch(D)); }
-
-// Copies the K and V rows [c0, c0 + 32) of a tile (those below ke; the rest
-// are zero-filled) into a warp's staging area, as one cp.async group. D = DV
-// = 32 NV halves: a row is 4 NV pieces of 16 bytes.
-template <int NV>
-__device__ __forceinline__ void stage_tile(const FaArgs & p, const char * kbase, const char * vbase, int64_t c0,
-                                           int64_t ke, int lane, char * st) {
-    constexpr int kPieces = 4 * NV, kPitch = stage_pitch(32 * NV);
-#pragma unroll
-    for (int i = 0; i < kPieces; ++i) {
-        const int idx = lane + 32 * i, r = idx / kPieces, c = idx % kPieces;
-        const bool ok = c0 + r < ke;
-        const int64_t row = ok ? c0 + r : c0;  // an address inside the view even when nothing is read
-        cp_async<16>(st + r * kPitch + c * 16, kbase + row * p.k_nb1 + c * 16, ok);
-        cp_async<16>(st + (32 + r) * kPitch + c * 16, vbase + row * p.v_nb1 + c * 16, ok);
-    }
-    cp_commit();
-}
 
 // One query row of G heads h0 .. h0 + G - 1, which share one K and one V head
 // (GQA), over the keys [kb, ke): each K and V row is loaded once for all G.
 // Each warp's running maxima, sums and unnormalised outputs go to sh.m, sh.s
 // and sh.o ([warp][g], [warp][g][DV]). Ends with a barrier, so the caller may
 // read them.
-template <int T, int NV, int kWarps, bool VEC, int G, bool STAGE = false>
+template <int T, int NV, int kWarps, bool VEC, int G>
 __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, int64_t kb, int64_t ke,
                          const FaShared<kWarps, G> & sh) {
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5);
@@ -238,13 +201,7 @@ __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, i
     }
     float * w_s = sh.w + warp * G * 32;
 
-    constexpr int kPitch = stage_pitch(32 * NV);
-    char * st = STAGE ? sh.stage + warp * stage_warp_bytes(32 * NV) : nullptr;
     for (int64_t c0 = kb + int64_t(warp) * 32; c0 < ke; c0 += kWarps * 32) {
-        if constexpr (STAGE) {
-            __syncwarp();  // every lane is done with the previous tile's rows
-            stage_tile<NV>(p, kbase, vbase, c0, ke, lane, st);
-        }
         const int64_t c = c0 + lane;
         float sc[G];
         bool any = false;
@@ -257,17 +214,9 @@ __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, i
             }
             any |= sc[g] != -INFINITY;
         }
-        if constexpr (STAGE) {
-            cp_wait<0>();
-            __syncwarp();  // the other lanes' pieces of the tile are in
-        }
         if (any) {
             float dot[G];
-            if constexpr (STAGE) {
-                qk_dots<T, G>(sh.q, sh.qs, st + lane * kPitch, p.D, true, dot);
-            } else {
-                qk_dots<T, G>(sh.q, sh.qs, kbase + c * p.k_nb1, p.D, p.k_vec, dot);
-            }
+            qk_dots<T, G>(sh.q, sh.qs, kbase + c * p.k_nb1, p.D, p.k_vec, dot);
 #pragma unroll
             for (int g = 0; g < G; ++g) {
                 if (sc[g] != -INFINITY) sc[g] += num::attn_score(dot[g], p.ap.scale, p.ap.logit_softcap);
@@ -309,7 +258,7 @@ __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, i
             float vv[kVRows][NV];
 #pragma unroll
             for (int u = 0; u < kVRows; ++u) {
-                const char * vrow = STAGE ? st + (32 + j0 + u) * kPitch : vbase + (c0 + j0 + u) * p.v_nb1;
+                const char * vrow = vbase + (c0 + j0 + u) * p.v_nb1;
                 load_v<T, NV, VEC>(vrow, lane, p.DV, (keys >> (j0 + u)) & 1u, vv[u]);
             }
 #pragma unroll
@@ -324,7 +273,6 @@ __device__ void fa_range(const FaArgs & p, int64_t iq, int64_t h0, int64_t i3, i
             }
         }
     }
-    if constexpr (STAGE) __syncwarp();  // o overwrites the start of this warp's staging area
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         const float sg = warp_sum(s[g]);
@@ -392,26 +340,17 @@ __global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
 // in `part`; fa_combine merges the splits of each row. Row r = (i3 * nh + h)
 // * nq + iq, split j: part_m/part_s at [r * n_split + j], output at that
 // index times DV.
-struct SplitOut {
-    float * m;
-    float * s;
-    float * o;
-    int     n_split;
-    int64_t span;
-    int     heads;   // query heads per block (G), sharing one K and V head
-    bool    staged;  // tiles staged in shared memory (Note [staged tiles])
-};
 
-template <int T, int NV, bool VEC, int G, bool STAGE>
+template <int T, int NV, bool VEC, int G>
 __global__ void __launch_bounds__(kSplitWarps * 32) fa_split_kernel(FaArgs p, SplitOut part) {
     pdl_wait();  // Note [dependent launch]
     pdl_trigger();
     extern __shared__ __align__(16) float smem[];
-    const FaShared<kSplitWarps, G> sh(smem, p.D, p.DV, STAGE ? stage_warp_bytes(32 * NV) : 0);
+    const FaShared<kSplitWarps, G> sh(smem, p.D, p.DV);
     const int64_t h0 = int64_t(blockIdx.y) * G, i3 = blockIdx.z;
     const int64_t iq = blockIdx.x / part.n_split, j = blockIdx.x % part.n_split;
     const int64_t kb = j * part.span, ke = kb + part.span < p.nkv ? kb + part.span : p.nkv;
-    fa_range<T, NV, kSplitWarps, VEC, G, STAGE>(p, iq, h0, i3, kb, ke, sh);
+    fa_range<T, NV, kSplitWarps, VEC, G>(p, iq, h0, i3, kb, ke, sh);
     for (int g = 0; g < G; ++g) {
         float mx, f[kSplitWarps];
         const float total = merge_warps<kSplitWarps, G>(sh, g, -INFINITY, mx, f);
@@ -531,34 +470,11 @@ template <int T> int heads_for(const FaArgs & p) {
     }
 }
 
-// Staged tiles (Note [staged tiles]) take more than the default 48 KiB of
-// shared memory: the opt-in is a per-device function attribute.
-template <int NV, int G> size_t staged_smem() {
-    FaArgs p{};
-    p.D = p.DV = 32 * NV;
-    return fa_smem<kSplitWarps, G>(p, stage_warp_bytes(32 * NV));
-}
-template <int NV, int G> void opt_in_staged() {
-    static std::atomic<uint64_t> done{0};
-    once_per_device(done, [](int) {
-        SI_CUDA_CHECK(cudaFuncSetAttribute(fa_split_kernel<GGML_TYPE_F16, NV, true, G, true>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(staged_smem<NV, G>())));
-    });
-}
-
 template <int T, int NV, bool VEC, int G>
 void launch_split_g(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
     if constexpr (G <= max_heads(NV)) {
         const dim3 grid(unsigned(p.nq * part.n_split), unsigned(p.nh / G), unsigned(p.nq3));
-        if constexpr (T == GGML_TYPE_F16 && VEC && NV <= 4) {
-            if (part.staged) {
-                opt_in_staged<NV, G>();
-                launch(fa_split_kernel<T, NV, VEC, G, true>, grid, dim3(kSplitWarps * 32), staged_smem<NV, G>(), st, p,
-                       part);
-                return;
-            }
-        }
-        launch(fa_split_kernel<T, NV, VEC, G, false>, grid, dim3(kSplitWarps * 32), fa_smem<kSplitWarps, G>(p), st, p,
+        launch(fa_split_kernel<T, NV, VEC, G>, grid, dim3(kSplitWarps * 32), fa_smem<kSplitWarps, G>(p), st, p,
                part);
     } else {
         SI_ASSERT_MSG(false, "heads_per_block picked more heads than the registers allow");
@@ -587,6 +503,9 @@ template <int T, int NV> void launch_split_nv(const FaArgs & p, const SplitOut &
     } else {
         launch_split_v<T, NV, false>(p, part, st);  // vector V loads are F16's
     }
+}
+
+void launch_combine(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
     SI_CUDA_LAUNCH_CHECK();
     launch(fa_combine, dim3(unsigned(p.nq), unsigned(p.nh), unsigned(p.nq3)), dim3(128), 0, st, p, part);
 }
@@ -601,6 +520,7 @@ template <int T> void launch_split(const FaArgs & p, const SplitOut & part, cuda
         constexpr int NV = decltype(nv)::value;
         launch_split_nv<T, NV>(p, part, vec_for(NV), st);
     });
+    launch_combine(p, part, st);
 }
 
 // How many key ranges a decode-sized problem is split into: enough blocks to
@@ -623,21 +543,29 @@ int split_count(const FaArgs & p, int n_sm, int heads) {
 // writes q_out when it is set).
 template <int T> bool launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, int n_sm) {
     cudaStream_t st = stream.begin_launch();
-    const int heads = heads_for<T>(p);
-    const int n_split = split_count(p, n_sm, heads);
-    if (n_split > 1) {
+    // The split partials in the stream's scratch: n_split ranges of whole
+    // 32-key tiles; false when there is no memory for them.
+    const auto split_out = [&](int n_split, int heads, SplitOut & part) {
         const int64_t slots = p.nq * p.nh * p.nq3 * n_split;
-        const size_t bytes = size_t(slots) * size_t(2 + p.DV) * sizeof(float);
-        if (auto * base = static_cast<float *>(stream.scratch(bytes))) {
-            const int64_t tiles = (p.nkv + 31) / 32, tiles_per_split = (tiles + n_split - 1) / n_split;
-            // Staged tiles: F16 rows of 64 or 128 for both K and V, 16-byte aligned (K: k_vec).
-            const bool v16 = p.v_nb1 % 16 == 0 && p.v_nb2 % 16 == 0 && p.v_nb3 % 16 == 0 &&
-                             reinterpret_cast<uintptr_t>(p.v) % 16 == 0;
-            const bool staged = T == GGML_TYPE_F16 && p.k_vec && v16 && p.D == p.DV && (p.D == 64 || p.D == 128);
-            const SplitOut part{base, base + slots, base + 2 * slots, n_split, tiles_per_split * 32, heads, staged};
-            launch_split<T>(p, part, st);
+        auto * base = static_cast<float *>(stream.scratch(size_t(slots) * size_t(2 + p.DV) * sizeof(float)));
+        const int64_t tiles = (p.nkv + 31) / 32, tiles_per_split = (tiles + n_split - 1) / n_split;
+        part = SplitOut{base, base + slots, base + 2 * slots, n_split, tiles_per_split * 32, heads};
+        return base != nullptr;
+    };
+    SplitOut part{};
+    // Decoding over an F16 cache of head size 64 or 128: tensor cores.
+    if (const int dh = fa::dec_heads(p, T == GGML_TYPE_F16); dh > 0) {
+        if (split_out(fa::dec_split(p, dh, n_sm, kMaxSplit), dh, part)) {
+            fa::launch_dec(p, part, st);
+            launch_combine(p, part, st);
             return true;
         }
+    }
+    const int heads = heads_for<T>(p);
+    const int n_split = split_count(p, n_sm, heads);
+    if (n_split > 1 && split_out(n_split, heads, part)) {
+        launch_split<T>(p, part, st);
+        return true;
     }
     if (p.nq * p.nh * p.nq3 < 256 && p.nkv > 4 * 32) {
         launch_tw<T, 8>(p, st);

@@ -34,11 +34,50 @@ struct FaArgs {
     float2 * ds_out;
 };
 
+// The key-split kernels' partial results (flash_attn.cu's f32 kernel and
+// flash_attn_dec.cu's): the keys are split into n_split ranges of `span`
+// (whole 32-key tiles); a query row r = (i3 * nh + h) * nq + iq has, for range
+// j, its maximum and sum of weights at m/s[r * n_split + j] and its
+// unnormalised output at o + (r * n_split + j) * DV; fa_combine merges them.
+struct SplitOut {
+    float * m;
+    float * s;
+    float * o;
+    int     n_split;
+    int64_t span;
+    int     heads;  // query heads per block, sharing one K and V head (GQA)
+};
+
+// mma.sync m16n8k16 with F16 inputs and F32 accumulation: c += a b, in the
+// instruction's fragment layouts.
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
 // The tensor-core kernel: whether it takes these arguments (F16 K and V,
 // D == DV in {64, 128}, at least 16 query rows, 16-byte aligned rows), and
 // its launch.
 bool tc_applies(const FaArgs & p, bool kv_f16);
 void launch_tc(const FaArgs & p, cudaStream_t st);
+
+// The decode kernel on tensor cores (flash_attn_dec.cu, Note [decode on
+// tensor cores]): the query heads per block it takes for these arguments (F16
+// K and V, D == DV in {64, 128}, fewer than 16 query rows, 16-byte aligned
+// rows), 0 when it does not apply; the key ranges to split into for n_sm
+// multiprocessors (at most max_split); its launch, which leaves the partials
+// for fa_combine.
+int dec_heads(const FaArgs & p, bool kv_f16);
+int dec_split(const FaArgs & p, int heads, int n_sm, int max_split);
+void launch_dec(const FaArgs & p, const SplitOut & part, cudaStream_t st);
 
 // flash_attn_cvt.cu: tensor t (a float type or any block type quants.h
 // decodes, rows contiguous) decoded into dense F16 rows at out (nelements(t)
