@@ -44,9 +44,9 @@ namespace {
 
 // The block's shape: KT keys a tile, W warps, S stages of tiles a warp (a
 // cp.async ring). Measured at 16k keys (D 128, 4 heads a K/V head; H200,
-// results/h200/summary-56.txt): 16 x 8 x 2 26.5 us, 16 x 8 x 3 27.5, 32 x 4 x 2
+// results/h200/summary-57.txt): 16 x 8 x 2 26.5 us, 16 x 8 x 3 27.5, 32 x 4 x 2
 // 27.0, 32 x 4 x 3 28.2; one block of 4 warps an SM before (32 x 4 x 2, the
-// mask loaded in the loop, expf and every rescale) 36-41 us: with one warp a
+// mask loaded in the loop, expf and every rescale) 35-41 us: with one warp a
 // scheduler every dependent instruction's latency showed.
 constexpr int kRows = 16, KT = 16, W = 8, S = 2;
 
