@@ -29,8 +29,8 @@
 // head (at 16k keys it does not fit in L2).
 //
 // F16 K/V with head sizes 64 and 128 go to tensor cores instead: batches of
-// queries (prefill) to flash_attn_tc.cu, fewer than 16 query rows (decoding)
-// to flash_attn_dec.cu, which shares this file's split partials and combine.
+// queries (prefill) to flash_attn_tc.cu, up to 32 query rows (decoding,
+// batched decoding) to flash_attn_dec.cu, which shares this file's split partials and combine.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o FLASH_ATTN_EXT
 #include <type_traits>

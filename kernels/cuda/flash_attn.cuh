@@ -64,17 +64,20 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 }
 
 // The tensor-core kernel: whether it takes these arguments (F16 K and V,
-// D == DV in {64, 128}, at least 16 query rows, 16-byte aligned rows), and
+// D == DV in {64, 128}, more than kDecMaxQueries query rows, 16-byte aligned
+// rows), and
 // its launch.
 bool tc_applies(const FaArgs & p, bool kv_f16);
 void launch_tc(const FaArgs & p, cudaStream_t st);
 
 // The decode kernel on tensor cores (flash_attn_dec.cu, Note [decode on
-// tensor cores]): the query heads per block it takes for these arguments (F16
-// K and V, D == DV in {64, 128}, fewer than 16 query rows, 16-byte aligned
+// tensor cores]) takes up to kDecMaxQueries query rows (batched decoding,
+// drafts); the prefill kernel more. The heads sharing a K/V head it groups
+// for these arguments (F16 K and V, D == DV in {64, 128}, 16-byte aligned
 // rows), 0 when it does not apply; the key ranges to split into for n_sm
 // multiprocessors (at most max_split); its launch, which leaves the partials
 // for fa_combine.
+constexpr int64_t kDecMaxQueries = 32;
 int dec_heads(const FaArgs & p, bool kv_f16);
 int dec_split(const FaArgs & p, int heads, int n_sm, int max_split);
 void launch_dec(const FaArgs & p, const SplitOut & part, cudaStream_t st);

@@ -1,7 +1,8 @@
-// FLASH_ATTN_EXT for decoding on tensor cores: a few query rows (fewer than
-// the 16 the prefill kernel of flash_attn_tc.cu starts at) over an F16 K/V
-// cache with D == DV in {64, 128}, split over the keys like the f32 split
-// kernel of flash_attn.cu, whose partials (SplitOut) and combine it shares.
+// FLASH_ATTN_EXT for decoding on tensor cores: up to kDecMaxQueries query
+// rows (one token, a batch of sequences, a draft; the prefill kernel of
+// flash_attn_tc.cu takes more) over an F16 K/V cache with D == DV in {64,
+// 128}, split over the keys like the f32 split kernel of flash_attn.cu,
+// whose partials (SplitOut) and combine it shares.
 //
 // Note [decode on tensor cores]
 // A decoded token's attention reads the whole cache once per K/V head and
@@ -10,22 +11,25 @@
 // per key and head, then every V row times every head's weight), which kept
 // it at a third of the memory bandwidth at 16k keys (46.7 us against
 // ggml-cuda's 34.1, results/h200/summary-54.txt). Here the query rows of one
-// K/V head - the G heads that share it (GQA) times the nq query rows, at most
-// 16 - are the 16 rows of an mma.sync m16n8k16 tile (rows past them are
-// zeros; with at most 8 the upper half of the fragments is not computed): a
+// K/V head - the G heads that share it (GQA) times the nq query rows - are
+// the rows of mma.sync m16n8k16 tiles, 16 a block (rows past them are zeros;
+// with at most 8 in all the upper half of the fragments is not computed): a
 // 16-key tile of D = 128 is 16 matrix instructions for the scores and 16 for
 // P V, their fragments loaded from shared memory with ldmatrix. Each of the
 // 8 warps streams its own tiles (keys kb + 16 (warp + 8 i)) through a double
 // buffer of cp.async copies, so one tile loads while the previous one is
 // multiplied, with the mask entries loaded a tile ahead, and keeps its own
-// online softmax (outputs rescaled only when a row's maximum moved); the block
-// merges its warps at the end and writes one partial per row for fa_combine.
-// Q and P are rounded to F16, as the prefill kernel rounds them. The V rows of
-// masked keys are multiplied by a weight of 0, so they must be finite (llama
-// clears its cache); rows past the view are zero-filled instead of read.
+// online softmax: outputs rescaled only when a row's maximum moved, tiles
+// that no row of the warp sees skipped (other sequences' cells when a batch
+// shares one cache). The block merges its warps at the end and writes one
+// partial per row for fa_combine. Q and P are rounded to F16, as the prefill
+// kernel rounds them. The V rows of masked keys are multiplied by a weight of
+// 0, so they must be finite (llama clears its cache); rows past the view are
+// zero-filled instead of read.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o FLASH_ATTN_EXT (cases with
-// nb < 16 and F16 K/V); logits decoded token by token (standin logits --ubatch 1).
+// Test: test-backend-ops -b STANDIN_CUDA0 -o FLASH_ATTN_EXT (cases with up to
+// 32 query rows and F16 K/V); logits decoded token by token and in batches
+// (standin logits --ubatch 1 / 4).
 #include <cuda_fp16.h>
 
 #include <atomic>
@@ -69,9 +73,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *
                  : "r"(smem_addr(p)));
 }
 
-// Block (split j, head group y, batch z): rows r = qi * G + g (query row qi,
-// head y * G + g) over keys [j * span, +span). HALF: at most 8 rows, so the
-// rows gq + 8 of the fragments are all padding and are not computed.
+// Block (split j, y = head group * chunks + chunk, batch z): rows r = chunk *
+// 16 + local row, r = qi * G + g (query row qi, head group * G + g), over keys
+// [j * span, +span). HALF: at most 8 rows in all, so the rows gq + 8 of the
+// fragments are all padding and are not computed.
 template <int D, bool HALF>
 __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut part) {
     using Sh = Shape<D>;
@@ -81,8 +86,10 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5);
     const int gq = lane >> 2, tq = lane & 3;  // the fragment coordinates of mma.sync
-    const int G = part.heads, R = G * int(p.nq);
-    const int64_t h0 = int64_t(blockIdx.y) * G, i3 = blockIdx.z, j = blockIdx.x;
+    const int G = part.heads, chunks = (G * int(p.nq) + kRows - 1) / kRows;
+    const int r0 = int(blockIdx.y) % chunks * kRows;                     // the chunk's first row
+    const int R = G * int(p.nq) - r0 < kRows ? G * int(p.nq) - r0 : kRows;  // rows of this block
+    const int64_t h0 = int64_t(blockIdx.y) / chunks * G, i3 = blockIdx.z, j = blockIdx.x;
     const int64_t kb = j * part.span, ke = kb + part.span < p.nkv ? kb + part.span : p.nkv;
     // This lane's pieces of a tile: row lane / P + PR i, bytes 16 (lane % P).
     const char * kl = p.k + (h0 / p.rk2) * p.k_nb2 + (i3 / p.rk3) * p.k_nb3 + (lane / P) * p.k_nb1 + (lane % P) * 16;
@@ -128,7 +135,7 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
     for (int r2 = 0; r2 < 2; ++r2) {
         const int r = gq + 8 * r2;
         valid[r2] = r2 < R2 && r < R;
-        const int64_t qi = valid[r2] ? r / G : 0, h = h0 + (valid[r2] ? r % G : 0);
+        const int64_t qi = valid[r2] ? (r0 + r) / G : 0, h = h0 + (valid[r2] ? (r0 + r) % G : 0);
         slope[r2] = p.alibi.slope(uint32_t(h));
         if (valid[r2] && p.mask != nullptr) {
             mrow[r2] = reinterpret_cast<const __half *>(p.mask + qi * p.m_nb1 + (h % p.m_ne2) * p.m_nb2 +
@@ -192,6 +199,7 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
         }
         // The bias of this thread's scores (slope * mask, -inf for none).
         float s[NF][4];
+        bool dead = true;  // every score of this thread is -inf
 #pragma unroll
         for (int nf = 0; nf < NF; ++nf) {
 #pragma unroll
@@ -199,11 +207,15 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
                 const float2 b = __half22float2(mk[nf][r2]);
                 s[nf][2 * r2] = b.x == -INFINITY ? b.x : slope[r2] * b.x;
                 s[nf][2 * r2 + 1] = b.y == -INFINITY ? b.y : slope[r2] * b.y;
+                dead = dead && b.x == -INFINITY && b.y == -INFINITY;
             }
         }
         load_mask(c0 + step, mk);
         cp_wait<S - 1>();
         __syncwarp();  // every lane's pieces of the tile are in
+        // A tile no row of the warp sees (other sequences' cells of a shared
+        // cache, batched decoding) adds nothing.
+        if (__all_sync(0xffffffffu, dead)) continue;
 
         // Scores: 16 rows x KT keys as slices of 8 keys; ldmatrix takes the
         // B fragments of two slices at once.
@@ -321,7 +333,7 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
             fw[w] = mv == -INFINITY ? 0.0f : expf(mv - mx);
             total += lw[w * kRows + r] * fw[w];
         }
-        const int64_t qi = r / G, h = h0 + r % G;
+        const int64_t qi = (r0 + r) / G, h = h0 + (r0 + r) % G;
         const int64_t slot = ((i3 * p.nh + h) * p.nq + qi) * part.n_split + j;
         if (lane == 0) {
             part.m[slot] = mx;
@@ -359,10 +371,13 @@ template <int D, bool HALF> struct Variant {
 };
 
 template <typename F> auto with_variant(const FaArgs & p, int heads, F && f) {
-    const bool half = heads * p.nq <= 8;
+    const bool half = heads * p.nq <= kRows / 2;
     if (p.D == 64) return half ? f(Variant<64, true>{}) : f(Variant<64, false>{});
     return half ? f(Variant<128, true>{}) : f(Variant<128, false>{});
 }
+
+// Blocks of 16 rows the G heads times nq query rows of one K/V head take.
+int64_t chunks_of(const FaArgs & p, int heads) { return (heads * p.nq + kRows - 1) / kRows; }
 
 bool aligned16(const void * ptr, int64_t nb1, int64_t nb2, int64_t nb3) {
     return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && nb1 % 16 == 0 && nb2 % 16 == 0 && nb3 % 16 == 0;
@@ -371,13 +386,12 @@ bool aligned16(const void * ptr, int64_t nb1, int64_t nb2, int64_t nb3) {
 } // namespace
 
 int dec_heads(const FaArgs & p, bool kv_f16) {
-    if (!kv_f16 || p.D != p.DV || (p.D != 64 && p.D != 128) || p.nq < 1 || p.nq >= kRows ||
+    if (!kv_f16 || p.D != p.DV || (p.D != 64 && p.D != 128) || p.nq < 1 || p.nq > kDecMaxQueries ||
         !aligned16(p.k, p.k_nb1, p.k_nb2, p.k_nb3) || !aligned16(p.v, p.v_nb1, p.v_nb2, p.v_nb3)) {
         return 0;
     }
-    // The most heads sharing one K and one V head whose rows (times the
-    // query rows) fit in one tile of 16.
-    for (int64_t g = kRows / p.nq; g > 1; --g) {
+    // The most heads (up to a tile's 16 rows) that share one K and one V head.
+    for (int64_t g = kRows; g > 1; --g) {
         if (p.rk2 % g == 0 && p.rv2 % g == 0) return int(g);
     }
     return 1;
@@ -386,7 +400,7 @@ int dec_heads(const FaArgs & p, bool kv_f16) {
 int dec_split(const FaArgs & p, int heads, int n_sm, int max_split) {
     return with_variant(p, heads, [&](auto v) {
         using V = decltype(v);
-        const int64_t groups = (p.nh / heads) * p.nq3;
+        const int64_t groups = (p.nh / heads) * chunks_of(p, heads) * p.nq3;
         // One wave: as many splits as fill the resident blocks without a
         // second, partly empty wave; each warp gets a tile at least.
         int64_t n = int64_t(n_sm) * V::blocks_per_sm() / groups;
@@ -401,7 +415,8 @@ void launch_dec(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
     with_variant(p, part.heads, [&](auto v) {
         using V = decltype(v);
         V::blocks_per_sm();  // the shared-memory opt-in
-        launch(V::kernel, dim3(unsigned(part.n_split), unsigned(p.nh / part.heads), unsigned(p.nq3)),
+        launch(V::kernel,
+               dim3(unsigned(part.n_split), unsigned(p.nh / part.heads * chunks_of(p, part.heads)), unsigned(p.nq3)),
                dim3(W * 32), V::kSmem, st, p, part);
     });
 }
