@@ -30,7 +30,8 @@
 //
 // F16 K/V with head sizes 64 and 128 go to tensor cores instead: batches of
 // queries (prefill) to flash_attn_tc.cu, up to 32 query rows (decoding,
-// batched decoding) to flash_attn_dec.cu, which shares this file's split partials and combine.
+// batched decoding) to flash_attn_dec.cu, which shares this file's split
+// partials (SplitOut, flash_attn.cuh) and their combine.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o FLASH_ATTN_EXT
 #include <type_traits>
@@ -339,8 +340,7 @@ __global__ void __launch_bounds__(kWarps * 32) fa_kernel(FaArgs p) {
 // its partial result - maximum, sum and unnormalised output at that maximum -
 // in `part`; fa_combine merges the splits of each row. Row r = (i3 * nh + h)
 // * nq + iq, split j: part_m/part_s at [r * n_split + j], output at that
-// index times DV.
-
+// index times DV (SplitOut).
 template <int T, int NV, bool VEC, int G>
 __global__ void __launch_bounds__(kSplitWarps * 32) fa_split_kernel(FaArgs p, SplitOut part) {
     pdl_wait();  // Note [dependent launch]
@@ -548,9 +548,10 @@ template <int T> bool launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, 
     const auto split_out = [&](int n_split, int heads, SplitOut & part) {
         const int64_t slots = p.nq * p.nh * p.nq3 * n_split;
         auto * base = static_cast<float *>(stream.scratch(size_t(slots) * size_t(2 + p.DV) * sizeof(float)));
+        if (base == nullptr) return false;
         const int64_t tiles = (p.nkv + 31) / 32, tiles_per_split = (tiles + n_split - 1) / n_split;
         part = SplitOut{base, base + slots, base + 2 * slots, n_split, tiles_per_split * 32, heads};
-        return base != nullptr;
+        return true;
     };
     SplitOut part{};
     // Decoding over an F16 cache of head size 64 or 128: tensor cores.

@@ -63,10 +63,15 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-// The tensor-core kernel: whether it takes these arguments (F16 K and V,
-// D == DV in {64, 128}, more than kDecMaxQueries query rows, 16-byte aligned
-// rows), and
-// its launch.
+// Whether a K or V view's rows all start on 16 bytes (the tensor-core
+// kernels copy them in 16-byte pieces).
+inline bool rows_aligned16(const void * ptr, int64_t nb1, int64_t nb2, int64_t nb3) {
+    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && nb1 % 16 == 0 && nb2 % 16 == 0 && nb3 % 16 == 0;
+}
+
+// The prefill kernel on tensor cores: whether it takes these arguments (F16 K
+// and V, D == DV in {64, 128}, more than kDecMaxQueries query rows, 16-byte
+// aligned rows), and its launch.
 bool tc_applies(const FaArgs & p, bool kv_f16);
 void launch_tc(const FaArgs & p, cudaStream_t st);
 

@@ -379,22 +379,18 @@ template <typename F> auto with_variant(const FaArgs & p, int heads, F && f) {
 // Blocks of 16 rows the G heads times nq query rows of one K/V head take.
 int64_t chunks_of(const FaArgs & p, int heads) { return (heads * p.nq + kRows - 1) / kRows; }
 
-bool aligned16(const void * ptr, int64_t nb1, int64_t nb2, int64_t nb3) {
-    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && nb1 % 16 == 0 && nb2 % 16 == 0 && nb3 % 16 == 0;
-}
 
 } // namespace
 
 int dec_heads(const FaArgs & p, bool kv_f16) {
     if (!kv_f16 || p.D != p.DV || (p.D != 64 && p.D != 128) || p.nq < 1 || p.nq > kDecMaxQueries ||
-        !aligned16(p.k, p.k_nb1, p.k_nb2, p.k_nb3) || !aligned16(p.v, p.v_nb1, p.v_nb2, p.v_nb3)) {
+        !rows_aligned16(p.k, p.k_nb1, p.k_nb2, p.k_nb3) || !rows_aligned16(p.v, p.v_nb1, p.v_nb2, p.v_nb3)) {
         return 0;
     }
     // The most heads (up to a tile's 16 rows) that share one K and one V head.
-    for (int64_t g = kRows; g > 1; --g) {
-        if (p.rk2 % g == 0 && p.rv2 % g == 0) return int(g);
-    }
-    return 1;
+    int64_t g = kRows;
+    while (g > 1 && (p.rk2 % g != 0 || p.rv2 % g != 0)) --g;
+    return p.nh / g * chunks_of(p, int(g)) <= limits::kGridYZ ? int(g) : 0;  // grid y: head groups x row blocks
 }
 
 int dec_split(const FaArgs & p, int heads, int n_sm, int max_split) {

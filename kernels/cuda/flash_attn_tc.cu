@@ -222,12 +222,9 @@ template <int D> void launch_d(const FaArgs & p, cudaStream_t st) {
 } // namespace
 
 bool tc_applies(const FaArgs & p, bool kv_f16) {
-    const auto aligned16 = [](const void * ptr, int64_t nb1, int64_t nb2, int64_t nb3) {
-        return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && nb1 % 16 == 0 && nb2 % 16 == 0 && nb3 % 16 == 0;
-    };
     return kv_f16 && p.D == p.DV && (p.D == 64 || p.D == 128) && p.nq > kDecMaxQueries &&
            (p.nq + kBr - 1) / kBr <= int64_t(INT32_MAX) && p.nh <= limits::kGridYZ && p.nq3 <= limits::kGridYZ &&
-           aligned16(p.k, p.k_nb1, p.k_nb2, p.k_nb3) && aligned16(p.v, p.v_nb1, p.v_nb2, p.v_nb3);
+           rows_aligned16(p.k, p.k_nb1, p.k_nb2, p.k_nb3) && rows_aligned16(p.v, p.v_nb1, p.v_nb2, p.v_nb3);
 }
 
 void launch_tc(const FaArgs & p, cudaStream_t st) {
