@@ -69,6 +69,16 @@ inline bool rows_aligned16(const void * ptr, int64_t nb1, int64_t nb2, int64_t n
     return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && nb1 % 16 == 0 && nb2 % 16 == 0 && nb3 % 16 == 0;
 }
 
+// The probabilities of keys 16 kk .. 16 kk + 15 as the A operand of the next
+// m16n8k16 (P V): the score accumulators of key slices 2 kk and 2 kk + 1 are
+// already in that layout, rounded to F16 pairs.
+template <int NF> __device__ __forceinline__ void scores_as_a(const float (&s)[NF][4], int kk, uint32_t (&a)[4]) {
+    a[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
 // The prefill kernel on tensor cores: whether it takes these arguments (F16 K
 // and V, D == DV in {64, 128}, more than kDecMaxQueries query rows, 16-byte
 // aligned rows), and its launch.

@@ -282,9 +282,8 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
         const char * vs = st + KT * Sh::kRowBytes;
 #pragma unroll
         for (int kk = 0; kk < KT / 16; ++kk) {
-            const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
-                                   pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t a[4];
+            scores_as_a(s, kk, a);
 #pragma unroll
             for (int np = 0; np < ND / 2; ++np) {
                 uint32_t b[4];

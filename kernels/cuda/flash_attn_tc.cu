@@ -169,9 +169,8 @@ __global__ void __launch_bounds__(kWarps * 32) fa_tc_kernel(FaArgs p) {
         // O += P V, the probabilities in the A layout (keys 16kk..16kk+15).
 #pragma unroll
         for (int kk = 0; kk < kBc / 16; ++kk) {
-            const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
-                                   pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t a[4];
+            scores_as_a(s, kk, a);
 #pragma unroll
             for (int nd = 0; nd < ND; ++nd) {
                 const __half * vb = Vt + (nd * 8 + g) * VS + kk * 16 + 2 * t;

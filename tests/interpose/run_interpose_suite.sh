@@ -16,10 +16,10 @@
 #             clean audit, local nodes > 0 where ops are local. Path runs with
 #             different LOCAL_OPS share one real run and can run side by side
 #             (each writes only its own standin-<tag>.* files).
-#             INTERPOSE_PATH_OPS (a subset of the real run's ops) and
-#             INTERPOSE_PATH_FILTER (a lookahead put before the real run's
-#             filter) narrow a path run to a sample; its verdicts must then be
-#             lines of the real run's list.
+#             INTERPOSE_PATH_OPS (a subset of the real run's ops; default
+#             all of them) and INTERPOSE_PATH_FILTER (a lookahead put before
+#             the real run's filter) narrow a path run to a sample; its
+#             verdicts must then be lines of the real run's list.
 #   replace : standin installed as libggml-cpu-standin.so beside the real
 #             libggml-cpu-*.so variants: ggml loads it instead of the real
 #             library (once, under the real name CPU), standin loads the best
@@ -70,8 +70,8 @@ elif [[ $mode == path ]]; then
 fi
 ops=$(cat "$work/real.ops" 2>/dev/null) filter=$(cat "$work/real.filter" 2>/dev/null)
 sample=0
-if [[ $mode == path && -n ${INTERPOSE_PATH_OPS:-} ]]; then
-    sample=1 ops=$INTERPOSE_PATH_OPS filter="^${INTERPOSE_PATH_FILTER:-}${filter#^}"
+if [[ $mode == path && -n ${INTERPOSE_PATH_OPS:-}${INTERPOSE_PATH_FILTER:-} ]]; then
+    sample=1 ops=${INTERPOSE_PATH_OPS:-$ops} filter="^${INTERPOSE_PATH_FILTER:-}${filter#^}"
 fi
 
 run_tbo() {  # run_tbo LOG DEVICE [env...]
