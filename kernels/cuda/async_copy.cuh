@@ -41,4 +41,27 @@ template <int N> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Fragments of 8x8 matrices of 16-bit elements (ldmatrix): lanes 8j..8j+7
+// give the 16-byte rows of matrix j, and lane l receives the 4 bytes at
+// 4 (l % 4) of row l / 4 of each matrix, in r[j]. The tensor-core kernels
+// read their operands from staged tiles this way (flash_attn_dec.cu, mmq.cu).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void * p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+// Two matrices: only lanes 0..15 give row addresses.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void * p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(p)));
+}
+// Transposed: lane l receives elements 2 (l % 4) and 2 (l % 4) + 1 of column
+// l / 4 instead (a row-major tile read as the column-major operand).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void * p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
 } // namespace standin::kernels::cuda

@@ -62,17 +62,6 @@ template <int D> struct Shape {
     static_assert(size_t(W) * kRows * (D + 2) * sizeof(float) <= kSmem, "the merge area fits in the stages");
 };
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void * p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void * p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
 // Block (split j, y = head group * chunks + chunk, batch z): rows r = chunk *
 // 16 + local row, r = qi * G + g (query row qi, head group * G + g), over keys
 // [j * span, +span). HALF: at most 8 rows in all, so the rows gq + 8 of the

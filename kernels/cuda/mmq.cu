@@ -27,6 +27,7 @@
 #include <cooperative_groups.h>
 
 #include <atomic>
+#include <cstdlib>
 
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/async_copy.cuh"
@@ -54,6 +55,42 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, u
     asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
         : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
         : "r"(a0), "r"(a1), "r"(b0));
+}
+
+// An integer sum of the tensor cores as a float, for |v| < 2^22 (every
+// format's sums are, mmq_formats.cuh): the float with the bits of 2^23 + 2^22
+// + v is exactly that number, so an integer add and a float subtract replace
+// the conversion instruction, which issues at a quarter of their rate.
+// LAB: kI2F true converts with float(v) instead (A/B on the GPU; removed after).
+template <bool kI2F> __device__ __forceinline__ float isum_f(int v) {
+    if constexpr (kI2F) {
+        return float(v);
+    } else {
+        return __int_as_float(v + 0x4B400000) - 12582912.0f;
+    }
+}
+
+// The B fragments (activation codes, k32 x n8) of NT n-tiles of one
+// sub-block: `q` is this lane's ldmatrix row (column 8 * (lane / 16 % 2) +
+// lane % 8 of the tile, bytes 16 * (lane / 8 % 2) on of the sub-block), so
+// one ldmatrix of four 8x8 matrices gives b0 and b1 of two n-tiles.
+template <int NT> __device__ __forceinline__ void b_fragments(const uint8_t * q, int stride, uint32_t (&b)[NT][2]) {
+    if constexpr (NT == 1) {
+        uint32_t r[2];
+        ldmatrix_x2(r, q);
+        b[0][0] = r[0];
+        b[0][1] = r[1];
+    } else {
+#pragma unroll
+        for (int p = 0; p < NT / 2; ++p) {
+            uint32_t r[4];
+            ldmatrix_x4(r, q + p * 16 * stride);
+            b[2 * p][0] = r[0];
+            b[2 * p][1] = r[1];
+            b[2 * p + 1][0] = r[2];
+            b[2 * p + 1][1] = r[3];
+        }
+    }
 }
 
 // Shared-memory layout of one pipeline stage of a configuration.
@@ -84,7 +121,7 @@ template <int NT> constexpr int kMinBlocks = NT <= 2 ? 6 : NT == 4 ? 4 : 2;
 
 // One tile: weight rows [m0, m0 + BM) of matrix (i12, i13), columns
 // [n0, n0 + BN), chunks [c0, c1).
-template <int T, int NT, int MW, int kStages>
+template <int T, int NT, int MW, int kStages, bool kI2F>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __grid_constant__ MmqArgs p) {
     using F = Fmt<T>;
     using L = Tile<T, NT, MW, kStages>;
@@ -92,6 +129,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
 
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid / 32;
     const int g = lane >> 2, t = lane & 3;
+    // The tile column and 16-byte half of a sub-block this lane addresses for ldmatrix (b_fragments).
+    const int b_row = (NT == 1 ? 0 : (lane >> 4) & 1) * 8 + (lane & 7), b_half = 16 * ((lane >> 3) & 1);
     const int split = int(p.split);
     const int64_t n_ct = (p.N + L::BN - 1) / L::BN;
     const int64_t bx = blockIdx.x;
@@ -183,6 +222,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
             const uint8_t * W = smem + stage * L::kStage;
             const uint8_t * Q = W + L::kStageW;
             const float4 * D = reinterpret_cast<const float4 *>(Q + L::kStageQ);
+            const uint8_t * qb = Q + b_row * L::kQStride + b_half;
 #pragma unroll 1
             for (int s = 0; s < L::kSubs; ++s) {
                 uint32_t a[MW][4];
@@ -196,11 +236,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                     F::scale(r0, s, sc[mt][0], mn[mt][0]);
                     F::scale(r8, s, sc[mt][1], mn[mt][1]);
                 }
+                uint32_t b[NT][2];
+                b_fragments<NT>(qb + 32 * s, L::kQStride, b);
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-                    const uint8_t * qc = Q + (nt * 8 + g) * L::kQStride + 32 * s;
-                    const uint32_t b0 = *reinterpret_cast<const uint32_t *>(qc + 4 * t);
-                    const uint32_t b1 = *reinterpret_cast<const uint32_t *>(qc + 16 + 4 * t);
                     // {da, da * sum} of columns 2t and 2t + 1 of the n-tile.
                     const float4 ds = D[(s * L::BN + nt * 8 + 2 * t) / 2];
 #pragma unroll
@@ -208,20 +247,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                         float * o = acc[mt][nt];
                         if constexpr (F::kSplit16) {
                             int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
-                            mma_k16(lo, a[mt][0], a[mt][1], b0);
-                            mma_k16(hi, a[mt][2], a[mt][3], b1);
+                            mma_k16(lo, a[mt][0], a[mt][1], b[nt][0]);
+                            mma_k16(hi, a[mt][2], a[mt][3], b[nt][1]);
                             // sc: scale of elements 0..15, mn: of 16..31 (Fmt<Q6_K>)
-                            o[0] = fmaf(ds.x, fmaf(sc[mt][0], float(lo[0]), mn[mt][0] * float(hi[0])), o[0]);
-                            o[1] = fmaf(ds.z, fmaf(sc[mt][0], float(lo[1]), mn[mt][0] * float(hi[1])), o[1]);
-                            o[2] = fmaf(ds.x, fmaf(sc[mt][1], float(lo[2]), mn[mt][1] * float(hi[2])), o[2]);
-                            o[3] = fmaf(ds.z, fmaf(sc[mt][1], float(lo[3]), mn[mt][1] * float(hi[3])), o[3]);
+                            o[0] = fmaf(ds.x, fmaf(sc[mt][0], isum_f<kI2F>(lo[0]), mn[mt][0] * isum_f<kI2F>(hi[0])), o[0]);
+                            o[1] = fmaf(ds.z, fmaf(sc[mt][0], isum_f<kI2F>(lo[1]), mn[mt][0] * isum_f<kI2F>(hi[1])), o[1]);
+                            o[2] = fmaf(ds.x, fmaf(sc[mt][1], isum_f<kI2F>(lo[2]), mn[mt][1] * isum_f<kI2F>(hi[2])), o[2]);
+                            o[3] = fmaf(ds.z, fmaf(sc[mt][1], isum_f<kI2F>(lo[3]), mn[mt][1] * isum_f<kI2F>(hi[3])), o[3]);
                         } else {
                             int ci[4] = {0, 0, 0, 0};
-                            mma_k32(ci, a[mt], b0, b1);
-                            o[0] = fmaf(sc[mt][0] * ds.x, float(ci[0]), o[0]);
-                            o[1] = fmaf(sc[mt][0] * ds.z, float(ci[1]), o[1]);
-                            o[2] = fmaf(sc[mt][1] * ds.x, float(ci[2]), o[2]);
-                            o[3] = fmaf(sc[mt][1] * ds.z, float(ci[3]), o[3]);
+                            mma_k32(ci, a[mt], b[nt][0], b[nt][1]);
+                            o[0] = fmaf(sc[mt][0] * ds.x, isum_f<kI2F>(ci[0]), o[0]);
+                            o[1] = fmaf(sc[mt][0] * ds.z, isum_f<kI2F>(ci[1]), o[1]);
+                            o[2] = fmaf(sc[mt][1] * ds.x, isum_f<kI2F>(ci[2]), o[2]);
+                            o[3] = fmaf(sc[mt][1] * ds.z, isum_f<kI2F>(ci[3]), o[3]);
                             if constexpr (F::kMin) {
                                 o[0] = fmaf(mn[mt][0], ds.y, o[0]);
                                 o[1] = fmaf(mn[mt][0], ds.w, o[1]);
@@ -339,10 +378,10 @@ int fitting_split(K kernel, size_t smem, int64_t clusters, int split, const Resi
     return 1;
 }
 
-template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
+template <int T, int NT, int MW, bool kI2F> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
     constexpr int kStages = stages_for<T, NT, MW>();
     using L = Tile<T, NT, MW, kStages>;
-    auto kernel = mmq_kernel<T, NT, MW, kStages>;
+    auto kernel = mmq_kernel<T, NT, MW, kStages, kI2F>;
     static std::atomic<uint64_t> configured{0};
     static ResidentClusters resident;
     // The shared-memory size first: the cluster occupancy depends on it.
@@ -362,15 +401,24 @@ template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cud
     return true;
 }
 
-template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
+template <int T, bool kI2F> bool launch_shape_t(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
     switch (c.nt * 10 + c.mw) {
-        case 11: return launch_t<T, 1, 1>(p, c.split, st);
-        case 21: return launch_t<T, 2, 1>(p, c.split, st);
-        case 41: return launch_t<T, 4, 1>(p, c.split, st);
-        case 81: return launch_t<T, 8, 1>(p, c.split, st);
-        case 82: return launch_t<T, 8, 2>(p, c.split, st);
+        case 11: return launch_t<T, 1, 1, kI2F>(p, c.split, st);
+        case 21: return launch_t<T, 2, 1, kI2F>(p, c.split, st);
+        case 41: return launch_t<T, 4, 1, kI2F>(p, c.split, st);
+        case 81: return launch_t<T, 8, 1, kI2F>(p, c.split, st);
+        case 82: return launch_t<T, 8, 2, kI2F>(p, c.split, st);
         default: return false;
     }
+}
+
+// LAB (removed after the GPU call): GGML_STANDIN_LAB_I2F=1 converts the sums with float(v), Q4_0 / Q8_0 only.
+template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
+    static const bool lab = [] { const char * e = std::getenv("GGML_STANDIN_LAB_I2F"); return e && e[0] == '1'; }();
+    if constexpr (T == GGML_TYPE_Q4_0 || T == GGML_TYPE_Q8_0) {
+        if (lab) return launch_shape_t<T, true>(c, p, st);
+    }
+    return launch_shape_t<T, false>(c, p, st);
 }
 
 } // namespace

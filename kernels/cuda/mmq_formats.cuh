@@ -8,8 +8,12 @@
 //     sum(w * x) = s * da * sum(q * qa) + mn * da * sum(qa)
 // so the tensor cores form the integer sums and the epilogue applies
 // s * ds.x and mn * ds.y. Every format's constant offset (Q4_0's 8, Q5_0's 16,
-// Q6_K's 32) is taken off the codes here, as bytewise subtractions, so codes
-// are signed int8 and need no correction term.
+// Q6_K's 32) is taken off the codes here, so codes are signed int8 and need
+// no correction term: a b-bit code x placed at the top of its byte with that
+// top bit flipped is the byte 2^(8-b) (x - 2^(b-1)), one shift and one logic
+// operation per word (a bytewise subtraction is several instructions), and
+// the scale carries the exact factor 2^(b-8) back. The integer sums stay far
+// below 2^22 (mmq.cu's conversion to float relies on it).
 //
 // codes(row, s, t, lo, hi): the 4 codes of elements 4t..4t+3 (lo) and
 // 16+4t..16+4t+3 (hi) of sub-block s of the chunk that starts at `row`, as
@@ -41,23 +45,12 @@ __host__ __device__ __forceinline__ uint32_t u32_a2(const uint8_t * p) {
 
 __host__ __device__ __forceinline__ uint32_t u32_a4(const uint8_t * p) { return *reinterpret_cast<const uint32_t *>(p); }
 
-// Bytewise a - b (each byte wraps, as __vsub4 does on the device).
-__host__ __device__ __forceinline__ uint32_t sub_bytes(uint32_t a, uint32_t b) {
-#ifdef __CUDA_ARCH__
-    return __vsub4(a, b);
-#else
-    uint32_t r = 0;
-    for (int i = 0; i < 4; ++i) r |= ((((a >> (8 * i)) & 0xffu) - ((b >> (8 * i)) & 0xffu)) & 0xffu) << (8 * i);
-    return r;
-#endif
-}
-
 // Bit j (j = 0..3) of `bits` to bit 4 of byte j.
 __host__ __device__ __forceinline__ uint32_t bit4_of_bytes(uint32_t bits) {
     return ((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25);
 }
 
-constexpr uint32_t kLowNibbles = 0x0f0f0f0fu;
+constexpr uint32_t kLowNibbles = 0x0f0f0f0fu, kHighNibbles = 0xf0f0f0f0u, kTopBits = 0x80808080u;
 
 // Bytes per row of a staged chunk, padded so that 8 rows read at the same word
 // offset fall in 8 distinct groups of 4 banks (row stride / 16 odd).
@@ -74,11 +67,11 @@ template <> struct Fmt<GGML_TYPE_Q4_0> {
     static constexpr bool kMin = false, kSplit16 = false;
     __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
         const uint32_t q = u32_a2(row + s * kBytes + 2 + 4 * t);
-        lo = sub_bytes(q & kLowNibbles, 0x08080808u);
-        hi = sub_bytes((q >> 4) & kLowNibbles, 0x08080808u);
+        lo = ((q << 4) & kHighNibbles) ^ kTopBits;  // 16 (x - 8)
+        hi = (q & kHighNibbles) ^ kTopBits;
     }
     __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
-        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes));
+        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes)) * 0.0625f;
         mn = 0.0f;
     }
 };
@@ -104,11 +97,11 @@ template <> struct Fmt<GGML_TYPE_Q5_0> {
     __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
         const uint8_t * b = row + s * kBytes;
         const uint32_t qh = u32_a2(b + 2), q = u32_a2(b + 6 + 4 * t);
-        lo = sub_bytes((q & kLowNibbles) | bit4_of_bytes(qh >> (4 * t)), 0x10101010u);
-        hi = sub_bytes(((q >> 4) & kLowNibbles) | bit4_of_bytes(qh >> (16 + 4 * t)), 0x10101010u);
+        lo = (((q & kLowNibbles) | bit4_of_bytes(qh >> (4 * t))) << 3) ^ kTopBits;  // 8 (x - 16)
+        hi = ((((q >> 4) & kLowNibbles) | bit4_of_bytes(qh >> (16 + 4 * t))) << 3) ^ kTopBits;
     }
     __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
-        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes));
+        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes)) * 0.125f;
         mn = 0.0f;
     }
 };
@@ -199,14 +192,14 @@ template <> struct Fmt<GGML_TYPE_Q6_K> {
         const uint32_t l1 = (u32_a2(ql + 16 + 4 * t) >> shl) & kLowNibbles;
         const uint32_t h0 = ((u32_a2(qh + 4 * t) >> shh) & 0x03030303u) << 4;
         const uint32_t h1 = ((u32_a2(qh + 16 + 4 * t) >> shh) & 0x03030303u) << 4;
-        lo = sub_bytes(l0 | h0, 0x20202020u);
-        hi = sub_bytes(l1 | h1, 0x20202020u);
+        lo = ((l0 | h0) << 2) ^ kTopBits;  // 4 (x - 32)
+        hi = ((l1 | h1) << 2) ^ kTopBits;
     }
     __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
         const uint8_t * b = row + (s / 8) * kBytes;
         const int sb = s % 8, n = sb / 4, j = sb % 4;
         const int8_t * scales = reinterpret_cast<const int8_t *>(b + 192);
-        const float d = half(*reinterpret_cast<const uint16_t *>(b + 208));
+        const float d = half(*reinterpret_cast<const uint16_t *>(b + 208)) * 0.25f;
         sc = d * float(scales[8 * n + 2 * j]);
         mn = d * float(scales[8 * n + 2 * j + 1]);
     }
