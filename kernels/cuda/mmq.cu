@@ -57,19 +57,6 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, u
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// An integer sum of the tensor cores as a float, for |v| < 2^22 (every
-// format's sums are, mmq_formats.cuh): the float with the bits of 2^23 + 2^22
-// + v is exactly that number, so an integer add and a float subtract replace
-// the conversion instruction, which issues at a quarter of their rate.
-// LAB: kI2F true converts with float(v) instead (A/B on the GPU; removed after).
-template <bool kI2F> __device__ __forceinline__ float isum_f(int v) {
-    if constexpr (kI2F) {
-        return float(v);
-    } else {
-        return __int_as_float(v + 0x4B400000) - 12582912.0f;
-    }
-}
-
 // The B fragments (activation codes, k32 x n8) of NT n-tiles of one
 // sub-block: `q` is this lane's ldmatrix row (column 8 * (lane / 16 % 2) +
 // lane % 8 of the tile, bytes 16 * (lane / 8 % 2) on of the sub-block), so
@@ -118,11 +105,13 @@ template <int T, int NT, int MW, int kStages> struct Tile : Stage<T, NT, MW> {
 // on the H200 showed narrow tiles latency-bound at 3 blocks per SM (168
 // registers, 16% occupancy, 20% of DRAM bandwidth at 2 columns).
 template <int NT> constexpr int kMinBlocks = NT <= 2 ? 6 : NT == 4 ? 4 : 2;
+// LAB (removed after the GPU call): bit 1 halves the blocks per SM (more stages, more registers).
+template <int NT, int kLab> constexpr int kMinBlocksL = (kLab & 2) ? (kMinBlocks<NT> > 1 ? kMinBlocks<NT> / 2 : 1) : kMinBlocks<NT>;
 
 // One tile: weight rows [m0, m0 + BM) of matrix (i12, i13), columns
 // [n0, n0 + BN), chunks [c0, c1).
-template <int T, int NT, int MW, int kStages, bool kI2F>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __grid_constant__ MmqArgs p) {
+template <int T, int NT, int MW, int kStages, int kLab>
+__global__ void __launch_bounds__(kThreads, kMinBlocksL<NT, kLab>) mmq_kernel(const __grid_constant__ MmqArgs p) {
     using F = Fmt<T>;
     using L = Tile<T, NT, MW, kStages>;
     extern __shared__ __align__(16) uint8_t smem[];
@@ -223,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
             const uint8_t * Q = W + L::kStageW;
             const float4 * D = reinterpret_cast<const float4 *>(Q + L::kStageQ);
             const uint8_t * qb = Q + b_row * L::kQStride + b_half;
-#pragma unroll 1
+#pragma unroll((kLab & 1) ? 2 : 1)
             for (int s = 0; s < L::kSubs; ++s) {
                 uint32_t a[MW][4];
                 float sc[MW][2], mn[MW][2];
@@ -250,17 +239,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                             mma_k16(lo, a[mt][0], a[mt][1], b[nt][0]);
                             mma_k16(hi, a[mt][2], a[mt][3], b[nt][1]);
                             // sc: scale of elements 0..15, mn: of 16..31 (Fmt<Q6_K>)
-                            o[0] = fmaf(ds.x, fmaf(sc[mt][0], isum_f<kI2F>(lo[0]), mn[mt][0] * isum_f<kI2F>(hi[0])), o[0]);
-                            o[1] = fmaf(ds.z, fmaf(sc[mt][0], isum_f<kI2F>(lo[1]), mn[mt][0] * isum_f<kI2F>(hi[1])), o[1]);
-                            o[2] = fmaf(ds.x, fmaf(sc[mt][1], isum_f<kI2F>(lo[2]), mn[mt][1] * isum_f<kI2F>(hi[2])), o[2]);
-                            o[3] = fmaf(ds.z, fmaf(sc[mt][1], isum_f<kI2F>(lo[3]), mn[mt][1] * isum_f<kI2F>(hi[3])), o[3]);
+                            o[0] = fmaf(ds.x, fmaf(sc[mt][0], float(lo[0]), mn[mt][0] * float(hi[0])), o[0]);
+                            o[1] = fmaf(ds.z, fmaf(sc[mt][0], float(lo[1]), mn[mt][0] * float(hi[1])), o[1]);
+                            o[2] = fmaf(ds.x, fmaf(sc[mt][1], float(lo[2]), mn[mt][1] * float(hi[2])), o[2]);
+                            o[3] = fmaf(ds.z, fmaf(sc[mt][1], float(lo[3]), mn[mt][1] * float(hi[3])), o[3]);
                         } else {
                             int ci[4] = {0, 0, 0, 0};
                             mma_k32(ci, a[mt], b[nt][0], b[nt][1]);
-                            o[0] = fmaf(sc[mt][0] * ds.x, isum_f<kI2F>(ci[0]), o[0]);
-                            o[1] = fmaf(sc[mt][0] * ds.z, isum_f<kI2F>(ci[1]), o[1]);
-                            o[2] = fmaf(sc[mt][1] * ds.x, isum_f<kI2F>(ci[2]), o[2]);
-                            o[3] = fmaf(sc[mt][1] * ds.z, isum_f<kI2F>(ci[3]), o[3]);
+                            o[0] = fmaf(sc[mt][0] * ds.x, float(ci[0]), o[0]);
+                            o[1] = fmaf(sc[mt][0] * ds.z, float(ci[1]), o[1]);
+                            o[2] = fmaf(sc[mt][1] * ds.x, float(ci[2]), o[2]);
+                            o[3] = fmaf(sc[mt][1] * ds.z, float(ci[3]), o[3]);
                             if constexpr (F::kMin) {
                                 o[0] = fmaf(mn[mt][0], ds.y, o[0]);
                                 o[1] = fmaf(mn[mt][0], ds.w, o[1]);
@@ -324,9 +313,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
 
 // Stages of the pipeline: as many as the shared memory of kMinBlocks blocks
 // per SM allows (228 KiB per SM, 1 KiB per block reserved), 2 to 8.
-template <int T, int NT, int MW> constexpr int stages_for() {
+template <int T, int NT, int MW, int kLab> constexpr int stages_for() {
     constexpr int stage = Stage<T, NT, MW>::kStage;
-    constexpr int s = (227 * 1024 / kMinBlocks<NT> - 1024) / stage;
+    constexpr int s = (227 * 1024 / kMinBlocksL<NT, kLab> - 1024) / stage;
     return s < 2 ? 2 : s > 8 ? 8 : s;
 }
 
@@ -378,10 +367,10 @@ int fitting_split(K kernel, size_t smem, int64_t clusters, int split, const Resi
     return 1;
 }
 
-template <int T, int NT, int MW, bool kI2F> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
-    constexpr int kStages = stages_for<T, NT, MW>();
+template <int T, int NT, int MW, int kLab> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
+    constexpr int kStages = stages_for<T, NT, MW, kLab>();
     using L = Tile<T, NT, MW, kStages>;
-    auto kernel = mmq_kernel<T, NT, MW, kStages, kI2F>;
+    auto kernel = mmq_kernel<T, NT, MW, kStages, kLab>;
     static std::atomic<uint64_t> configured{0};
     static ResidentClusters resident;
     // The shared-memory size first: the cluster occupancy depends on it.
@@ -401,24 +390,27 @@ template <int T, int NT, int MW, bool kI2F> bool launch_t(const MmqArgs & p, int
     return true;
 }
 
-template <int T, bool kI2F> bool launch_shape_t(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
+template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
+    // LAB (removed after the GPU call): GGML_STANDIN_LAB_MMQ=1..3, Q4_0 at 4 and 8 n-tiles.
+    static const int lab = [] { const char * e = std::getenv("GGML_STANDIN_LAB_MMQ"); return e ? std::atoi(e) : 0; }();
+    if constexpr (T == GGML_TYPE_Q4_0) {
+        if (lab != 0 && c.nt * 10 + c.mw == 41) {
+            return lab == 1 ? launch_t<T, 4, 1, 1>(p, c.split, st) : lab == 2 ? launch_t<T, 4, 1, 2>(p, c.split, st)
+                                                                   : launch_t<T, 4, 1, 3>(p, c.split, st);
+        }
+        if (lab != 0 && c.nt * 10 + c.mw == 82) {
+            return lab == 1 ? launch_t<T, 8, 2, 1>(p, c.split, st) : lab == 2 ? launch_t<T, 8, 2, 2>(p, c.split, st)
+                                                                   : launch_t<T, 8, 2, 3>(p, c.split, st);
+        }
+    }
     switch (c.nt * 10 + c.mw) {
-        case 11: return launch_t<T, 1, 1, kI2F>(p, c.split, st);
-        case 21: return launch_t<T, 2, 1, kI2F>(p, c.split, st);
-        case 41: return launch_t<T, 4, 1, kI2F>(p, c.split, st);
-        case 81: return launch_t<T, 8, 1, kI2F>(p, c.split, st);
-        case 82: return launch_t<T, 8, 2, kI2F>(p, c.split, st);
+        case 11: return launch_t<T, 1, 1, 0>(p, c.split, st);
+        case 21: return launch_t<T, 2, 1, 0>(p, c.split, st);
+        case 41: return launch_t<T, 4, 1, 0>(p, c.split, st);
+        case 81: return launch_t<T, 8, 1, 0>(p, c.split, st);
+        case 82: return launch_t<T, 8, 2, 0>(p, c.split, st);
         default: return false;
     }
-}
-
-// LAB (removed after the GPU call): GGML_STANDIN_LAB_I2F=1 converts the sums with float(v), Q4_0 / Q8_0 only.
-template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
-    static const bool lab = [] { const char * e = std::getenv("GGML_STANDIN_LAB_I2F"); return e && e[0] == '1'; }();
-    if constexpr (T == GGML_TYPE_Q4_0 || T == GGML_TYPE_Q8_0) {
-        if (lab) return launch_shape_t<T, true>(c, p, st);
-    }
-    return launch_shape_t<T, false>(c, p, st);
 }
 
 } // namespace
