@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksL<NT, kLab>) mmq_kernel(co
     const int rank = int(bx % split);
     const int64_t ct = (bx / split) % n_ct, rt = bx / split / n_ct;
     const int64_t m0 = rt * L::BM, n0 = ct * L::BN;
-    const int64_t n_chunks = p.K / L::kCE;
-    const int64_t c0 = n_chunks * rank / split, c1 = n_chunks * (rank + 1) / split;
+    const int n_chunks = int(p.K / L::kCE);
+    const int c0 = n_chunks * rank / split, c1 = n_chunks * (rank + 1) / split;
 
     for (int64_t z = blockIdx.z; z < p.ne12 * p.ne13; z += gridDim.z) {
         const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
@@ -137,41 +137,59 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksL<NT, kLab>) mmq_kernel(co
 
         // Each thread copies the same pieces of every chunk: weight row
         // tid / kTpr (rows past M re-read row M - 1, never stored), pieces
-        // tid % kTpr, + kTpr, ...; activation column tid / 16 + 8j, piece
-        // tid % 16, and the scales (s, column) of index tid + 128j.
+        // tid % kTpr, + kTpr, ...; activation column tid / kQPieces + j *
+        // kQCols, piece tid % kQPieces; and the scales (sub-block, column) of
+        // index i = tid + 128 j, staged at i (sub-block-major). Where they
+        // come from is worked out once here, as offsets from the tile's
+        // first row and column, so a chunk costs one add per copy (the
+        // addresses had been two thirds of the kernel's integer work).
         constexpr int kTpr = kThreads / L::BM > 0 ? kThreads / L::BM : 1;
-        constexpr int kWPieces = L::kCB / L::kPiece;
+        constexpr int kWPieces = L::kCB / L::kPiece, kWIters = (kWPieces + kTpr - 1) / kTpr;
+        constexpr int kQPieces = L::kCE / 16, kQCols = kThreads / kQPieces, kQIters = L::BN / kQCols;
+        constexpr int kDIters = (L::BN * L::kSubs + kThreads - 1) / kThreads;
+        static_assert(kThreads % kQPieces == 0 && L::BN % kQCols == 0, "whole columns per pass");
         const int w_row = tid / kTpr;
-        const uint8_t * w_src = wbase + (m0 + w_row < p.M ? m0 + w_row : p.M - 1) * p.a_nb1;
+        const uint8_t * w_src = wbase + (m0 + w_row < p.M ? m0 + w_row : p.M - 1) * p.a_nb1 + (tid % kTpr) * L::kPiece;
+        // Activation column tid / kQPieces + j * kQCols of the tile starts
+        // j * kQCols * K bytes after column tid / kQPieces; the scales of
+        // index tid + 128 j are those of column tid % BN (128 is a multiple of
+        // BN), sub-block tid / BN + j * 128 / BN.
+        static_assert(kThreads % L::BN == 0, "one scale column per thread");
+        const int8_t * q_src = p.q + (col0 + n0 + tid / kQPieces) * p.K + (tid % kQPieces) * 16;
+        const float2 * d_src = p.ds + (col0 + n0 + tid % L::BN) * (p.K / 32) + tid / L::BN;
+        const bool d_in = n0 + tid % L::BN < p.N;
+        uint32_t q_in = 0;
+#pragma unroll
+        for (int j = 0; j < kQIters; ++j) q_in |= uint32_t(n0 + tid / kQPieces + j * kQCols < p.N) << j;
         // Weights (never written by a kernel) may be fetched before the
         // previous kernel is done; activations only after (Note [dependent launch]).
-        auto load_w = [&](int64_t c, int stage) {
+        auto load_w = [&](int c, int stage) {
             if (w_row < L::BM) {
-                const uint8_t * src = w_src + c * L::kCB;
-                uint8_t * dst = smem + stage * L::kStage + w_row * L::kWStride;
-                for (int piece = tid % kTpr; piece < kWPieces; piece += kTpr) {
-                    cp_async<L::kPiece>(dst + piece * L::kPiece, src + piece * L::kPiece, true);
+                const uint8_t * src = w_src + size_t(c) * L::kCB;
+                uint8_t * dst = smem + stage * L::kStage + w_row * L::kWStride + (tid % kTpr) * L::kPiece;
+#pragma unroll
+                for (int j = 0; j < kWIters; ++j) {
+                    if (kWIters * kTpr == kWPieces || tid % kTpr + j * kTpr < kWPieces) {
+                        cp_async<L::kPiece>(dst + j * kTpr * L::kPiece, src + j * kTpr * L::kPiece, true);
+                    }
                 }
             }
         };
-        auto load_a = [&](int64_t c, int stage) {
-            uint8_t * Q = smem + stage * L::kStage + L::kStageW;
-            uint8_t * D = Q + L::kStageQ;
-            constexpr int kQPieces = L::kCE / 16;
-            static_assert(kThreads % kQPieces == 0, "whole columns per pass");
+        auto load_a = [&](int c, int stage) {
+            uint8_t * Q = smem + stage * L::kStage + L::kStageW + (tid / kQPieces) * L::kQStride + (tid % kQPieces) * 16;
+            uint8_t * D = smem + stage * L::kStage + L::kStageW + L::kStageQ + tid * 8;
+            const int8_t * qc = q_src + size_t(c) * L::kCE;
+            const float2 * dc = d_src + size_t(c) * L::kSubs;
 #pragma unroll
-            for (int col = tid / kQPieces; col < L::BN; col += kThreads / kQPieces) {
-                const int piece = tid % kQPieces;
-                const bool in = n0 + col < p.N;
-                const int8_t * src = p.q + (col0 + (in ? n0 + col : 0)) * p.K + c * L::kCE + piece * 16;
-                cp_async<16>(Q + col * L::kQStride + piece * 16, src, in);
+            for (int j = 0; j < kQIters; ++j) {
+                // Columns past N are zero-filled (no bytes read from their address).
+                cp_async<16>(Q + j * kQCols * L::kQStride, qc + size_t(j) * kQCols * p.K, (q_in >> j) & 1u);
             }
 #pragma unroll
-            for (int i = tid; i < L::BN * L::kSubs; i += kThreads) {
-                const int sb = i / L::BN, col = i % L::BN;
-                const bool in = n0 + col < p.N;
-                const float2 * src = p.ds + (col0 + (in ? n0 + col : 0)) * (p.K / 32) + c * L::kSubs + sb;
-                cp_async<8>(D + (sb * L::BN + col) * 8, src, in);
+            for (int j = 0; j < kDIters; ++j) {
+                if (j * kThreads + kThreads <= L::BN * L::kSubs || tid + j * kThreads < L::BN * L::kSubs) {
+                    cp_async<8>(D + j * kThreads * 8, dc + j * (kThreads / L::BN), d_in);
+                }
             }
         };
 
@@ -197,12 +215,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksL<NT, kLab>) mmq_kernel(co
             cp_commit();
         }
         pdl_trigger();
-        for (int64_t c = c0; c < c1; ++c) {
+        for (int c = c0; c < c1; ++c) {
             cp_wait<kStages - 2>();
             __syncthreads();  // the stage is in, and every warp is done with the one refilled next
-            const int stage = int((c - c0) % kStages);
+            const int stage = (c - c0) % kStages;
             if (c + kStages - 1 < c1) {
-                const int next = int((c - c0 + kStages - 1) % kStages);
+                const int next = (c - c0 + kStages - 1) % kStages;
                 load_w(c + kStages - 1, next);
                 load_a(c + kStages - 1, next);
             }
