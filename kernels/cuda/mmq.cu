@@ -27,7 +27,6 @@
 #include <cooperative_groups.h>
 
 #include <atomic>
-#include <cstdlib>
 
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/async_copy.cuh"
@@ -103,15 +102,16 @@ template <int T, int NT, int MW, int kStages> struct Tile : Stage<T, NT, MW> {
 
 // Blocks per SM each shape is built for (registers and shared memory): ncu
 // on the H200 showed narrow tiles latency-bound at 3 blocks per SM (168
-// registers, 16% occupancy, 20% of DRAM bandwidth at 2 columns).
-template <int NT> constexpr int kMinBlocks = NT <= 2 ? 6 : NT == 4 ? 4 : 2;
-// LAB (removed after the GPU call): bit 1 halves the blocks per SM (more stages, more registers).
-template <int NT, int kLab> constexpr int kMinBlocksL = (kLab & 2) ? (kMinBlocks<NT> > 1 ? kMinBlocks<NT> / 2 : 1) : kMinBlocks<NT>;
+// registers, 16% occupancy, 20% of DRAM bandwidth at 2 columns). Tiles of 32
+// columns run 2 blocks of 5 stages (Q4_0) better than 4 of 2: 54.9 against
+// 61.0 us at 32 columns, 51.9 against 56.2 at 24 (4096 x 14336, with the
+// sub-block loop unrolled twice; results/h200/summary-63.txt).
+template <int NT> constexpr int kMinBlocks = NT <= 2 ? 6 : 2;
 
 // One tile: weight rows [m0, m0 + BM) of matrix (i12, i13), columns
 // [n0, n0 + BN), chunks [c0, c1).
-template <int T, int NT, int MW, int kStages, int kLab>
-__global__ void __launch_bounds__(kThreads, kMinBlocksL<NT, kLab>) mmq_kernel(const __grid_constant__ MmqArgs p) {
+template <int T, int NT, int MW, int kStages>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __grid_constant__ MmqArgs p) {
     using F = Fmt<T>;
     using L = Tile<T, NT, MW, kStages>;
     extern __shared__ __align__(16) uint8_t smem[];
@@ -230,7 +230,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksL<NT, kLab>) mmq_kernel(co
             const uint8_t * Q = W + L::kStageW;
             const float4 * D = reinterpret_cast<const float4 *>(Q + L::kStageQ);
             const uint8_t * qb = Q + b_row * L::kQStride + b_half;
-#pragma unroll((kLab & 1) ? 2 : 1)
+            // Two sub-blocks per iteration: the second's shared-memory reads
+            // issue while the first's products run (24 to 64 columns of Q4_0
+            // 3-6% faster, summary-63.txt).
+#pragma unroll 2
             for (int s = 0; s < L::kSubs; ++s) {
                 uint32_t a[MW][4];
                 float sc[MW][2], mn[MW][2];
@@ -331,9 +334,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksL<NT, kLab>) mmq_kernel(co
 
 // Stages of the pipeline: as many as the shared memory of kMinBlocks blocks
 // per SM allows (228 KiB per SM, 1 KiB per block reserved), 2 to 8.
-template <int T, int NT, int MW, int kLab> constexpr int stages_for() {
+template <int T, int NT, int MW> constexpr int stages_for() {
     constexpr int stage = Stage<T, NT, MW>::kStage;
-    constexpr int s = (227 * 1024 / kMinBlocksL<NT, kLab> - 1024) / stage;
+    constexpr int s = (227 * 1024 / kMinBlocks<NT> - 1024) / stage;
     return s < 2 ? 2 : s > 8 ? 8 : s;
 }
 
@@ -385,10 +388,10 @@ int fitting_split(K kernel, size_t smem, int64_t clusters, int split, const Resi
     return 1;
 }
 
-template <int T, int NT, int MW, int kLab> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
-    constexpr int kStages = stages_for<T, NT, MW, kLab>();
+template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cudaStream_t st) {
+    constexpr int kStages = stages_for<T, NT, MW>();
     using L = Tile<T, NT, MW, kStages>;
-    auto kernel = mmq_kernel<T, NT, MW, kStages, kLab>;
+    auto kernel = mmq_kernel<T, NT, MW, kStages>;
     static std::atomic<uint64_t> configured{0};
     static ResidentClusters resident;
     // The shared-memory size first: the cluster occupancy depends on it.
@@ -409,24 +412,12 @@ template <int T, int NT, int MW, int kLab> bool launch_t(const MmqArgs & p, int 
 }
 
 template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
-    // LAB (removed after the GPU call): GGML_STANDIN_LAB_MMQ=1..3, Q4_0 at 4 and 8 n-tiles.
-    static const int lab = [] { const char * e = std::getenv("GGML_STANDIN_LAB_MMQ"); return e ? std::atoi(e) : 0; }();
-    if constexpr (T == GGML_TYPE_Q4_0) {
-        if (lab != 0 && c.nt * 10 + c.mw == 41) {
-            return lab == 1 ? launch_t<T, 4, 1, 1>(p, c.split, st) : lab == 2 ? launch_t<T, 4, 1, 2>(p, c.split, st)
-                                                                   : launch_t<T, 4, 1, 3>(p, c.split, st);
-        }
-        if (lab != 0 && c.nt * 10 + c.mw == 82) {
-            return lab == 1 ? launch_t<T, 8, 2, 1>(p, c.split, st) : lab == 2 ? launch_t<T, 8, 2, 2>(p, c.split, st)
-                                                                   : launch_t<T, 8, 2, 3>(p, c.split, st);
-        }
-    }
     switch (c.nt * 10 + c.mw) {
-        case 11: return launch_t<T, 1, 1, 0>(p, c.split, st);
-        case 21: return launch_t<T, 2, 1, 0>(p, c.split, st);
-        case 41: return launch_t<T, 4, 1, 0>(p, c.split, st);
-        case 81: return launch_t<T, 8, 1, 0>(p, c.split, st);
-        case 82: return launch_t<T, 8, 2, 0>(p, c.split, st);
+        case 11: return launch_t<T, 1, 1>(p, c.split, st);
+        case 21: return launch_t<T, 2, 1>(p, c.split, st);
+        case 41: return launch_t<T, 4, 1>(p, c.split, st);
+        case 81: return launch_t<T, 8, 1>(p, c.split, st);
+        case 82: return launch_t<T, 8, 2>(p, c.split, st);
         default: return false;
     }
 }
