@@ -1,5 +1,5 @@
-// Packed Q4_0/Q8_0 MUL_MAT tiles at the x86-64-v3 level (mul_mat_x8.h), and
-// the choice of level for them (isa.h).
+// Packed Q4_0/Q8_0/Q4_K MUL_MAT tiles at the x86-64-v3 level (mul_mat_x8.h,
+// mul_mat_x8_k.h), and the choice of level for them (isa.h).
 //
 // AVX2 has no 8-bit dot product into int32: maddubs gives pairs in int16 and
 // madd with ones adds the pairs into int32. Q4_0 keeps the pair sums of a
@@ -12,7 +12,7 @@
 // Test: tests/kernels/test_packed.cpp (against the unpacked kernels and a
 // double-precision product, every level the CPU has).
 #define SI_X8_TARGET
-#include "kernels/host/mul_mat_x8.h"
+#include "kernels/host/mul_mat_x8_k.h"
 
 #include "kernels/host/isa.h"
 
@@ -28,14 +28,18 @@ struct OpsAvx2 {
         return _mm256_add_epi32(s, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
     }
     static __m256i finish_s(__m256i s) { return s; }
+    // Q4_K's sub-block of 8 words accumulates like Q4_0's block (the bound
+    // above) and is widened by the madd that applies its scale.
+    static __m256i scale_k(__m256i s, __m256i sc, int j) { return _mm256_madd_epi16(s, lane_byte(sc, j, true)); }
 };
 
 } // namespace
 
 QTileFn x8_tile_vnni(ggml_type type);  // mul_mat_x8_vnni.cpp
+bool    x8_tile_vnni_pairs(ggml_type type);
 
 bool x8_wants_pairs(ggml_type type) {
-    return isa::level() == isa::Level::avx512_vnni && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0);
+    return isa::level() == isa::Level::avx512_vnni && x8_tile_vnni_pairs(type);
 }
 
 void interleave_pairs(const int8_t * q, int64_t K, int64_t p0, int64_t p1, int32_t * qpair) {

@@ -1,7 +1,7 @@
 // The MUL_MAT tile kernels for packed Q4_0/Q8_0 weights (Note [packed
 // weights], packed.h), written once over an instruction-set "Ops" and
-// included by one file per level: mul_mat_x8.cpp (AVX2) and
-// mul_mat_x8_vnni.cpp (AVX-512 VNNI). Everything here has internal linkage
+// included (through mul_mat_x8_k.h, Q4_K's) by one file per level:
+// mul_mat_x8.cpp (AVX2) and mul_mat_x8_vnni.cpp (AVX-512 VNNI). Everything here has internal linkage
 // and carries SI_X8_TARGET, which each includer defines before including it,
 // so each file's copy is compiled for its own level and no out-of-line copy of
 // an AVX-512 function can be merged into the AVX2 code (isa.h).
@@ -19,13 +19,15 @@
 //
 // Ops: dot_u(s, x, y) accumulates unsigned x times signed y (Q4_0 nibbles),
 // dot_s(s, |x|, x, y) signed x times signed y (Q8_0), finish_u/finish_s turn
-// the accumulator into 8 int32 sums.
+// the accumulator into 8 int32 sums, scale_k(s, sc, j) turns dot_u's
+// accumulator into 8 int32 sums times byte j of each lane of sc (Q4_K).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/host/packed.h"
 #include "kernels/host/vec_dot.h"
@@ -66,21 +68,28 @@ SI_X8_TARGET inline __m256i load_w(const uint8_t * p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
 }
 
+// Activation columns [cl0, cl0 + C) of a tile: their codes, and their scales
+// of `group` elements each (32 or 256, Note [activation blocks]).
+template <int C>
+struct Cols {
+    const int8_t * q[C];
+    const float *  d[C];
+    SI_X8_TARGET Cols(const QTile & t, int64_t cl0, int64_t group) {
+        for (int c = 0; c < C; ++c) {
+            q[c] = t.act.q + (t.c0 + cl0 + c) * t.act.K;
+            d[c] = t.act.d + (t.c0 + cl0 + c) * (t.act.K / group);
+        }
+    }
+};
+
 // Group (8 rows from tile row r0) times columns [cl0, cl0 + C) of the tile.
 template <class Ops, class F, int C>
 SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
     const uint8_t * g  = reinterpret_cast<const uint8_t *>(t.x) + r0 * int64_t(t.x_stride);
-    const int64_t   K  = t.act.K;
-    const int64_t   nb = K / 32;
-    const int8_t *  yq[C];
-    const float *   yd[C];
+    const int64_t   nb = t.act.K / 32;
+    const Cols<C>   y(t, cl0, 32);
     const int32_t * ys[C];
-    for (int c = 0; c < C; ++c) {
-        const int64_t col = t.c0 + cl0 + c;
-        yq[c] = t.act.q + col * K;
-        yd[c] = t.act.d + col * nb;
-        ys[c] = t.act.q8sum + col * nb;
-    }
+    for (int c = 0; c < C; ++c) ys[c] = t.act.q8sum + (t.c0 + cl0 + c) * nb;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -98,9 +107,9 @@ SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
                 const __m256i hi  = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);   // elements 16+4w..
 #pragma GCC unroll 4
                 for (int c = 0; c < C; ++c) {
-                    s[c] = Ops::dot_u(s[c], lo, bcast4(yq[c] + 32 * b + 4 * w));
+                    s[c] = Ops::dot_u(s[c], lo, bcast4(y.q[c] + 32 * b + 4 * w));
                     chain(s[c]);
-                    s[c] = Ops::dot_u(s[c], hi, bcast4(yq[c] + 32 * b + 16 + 4 * w));
+                    s[c] = Ops::dot_u(s[c], hi, bcast4(y.q[c] + 32 * b + 16 + 4 * w));
                     chain(s[c]);
                 }
             }
@@ -111,7 +120,7 @@ SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
                 const __m256i va = _mm256_abs_epi8(v);
 #pragma GCC unroll 4
                 for (int c = 0; c < C; ++c) {
-                    s[c] = Ops::dot_s(s[c], va, v, bcast4(yq[c] + 32 * b + 4 * w));
+                    s[c] = Ops::dot_s(s[c], va, v, bcast4(y.q[c] + 32 * b + 4 * w));
                     chain(s[c]);
                 }
             }
@@ -125,7 +134,7 @@ SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
             } else {
                 isum = Ops::finish_s(s[c]);
             }
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dx, _mm256_set1_ps(yd[c][b])), acc[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dx, _mm256_set1_ps(y.d[c][b])), acc[c]);
         }
     }
     for (int c = 0; c < C; ++c) _mm256_storeu_ps(t.out + (cl0 + c) * t.out_col_stride + r0, acc[c]);
@@ -133,27 +142,24 @@ SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
 
 // Column runs of 4, then 2 and 1; every group of the tile for each run, so the
 // run's activations stay in L1 while the tile's weights stream past.
-template <class Ops, class F>
-SI_X8_TARGET void tile_x8(const QTile & t) {
+// group(cols, r, c) computes the group at tile row r for columns [c, c + cols).
+template <class Group>
+SI_X8_TARGET inline void column_runs(const QTile & t, Group group) {
     int64_t c = 0;
     for (; c + 4 <= t.ncols; c += 4) {
-        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group_x8<Ops, F, 4>(t, r, c);
+        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group(std::integral_constant<int, 4>{}, r, c);
     }
     for (; c + 2 <= t.ncols; c += 2) {
-        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group_x8<Ops, F, 2>(t, r, c);
+        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group(std::integral_constant<int, 2>{}, r, c);
     }
     for (; c < t.ncols; ++c) {
-        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group_x8<Ops, F, 1>(t, r, c);
+        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group(std::integral_constant<int, 1>{}, r, c);
     }
 }
 
-template <class Ops>
-QTileFn x8_tile(ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_Q4_0: return tile_x8<Ops, X8Q4_0>;
-        case GGML_TYPE_Q8_0: return tile_x8<Ops, X8Q8_0>;
-        default:             return nullptr;
-    }
+template <class Ops, class F>
+SI_X8_TARGET void tile_x8(const QTile & t) {
+    column_runs(t, [&](auto cols, int64_t r, int64_t c) SI_X8_TARGET { group_x8<Ops, F, decltype(cols)::value>(t, r, c); });
 }
 
 } // namespace

@@ -1,4 +1,5 @@
-// Packed Q4_0/Q8_0 MUL_MAT tiles at the AVX-512 VNNI level (mul_mat_x8.h):
+// Packed Q4_0/Q8_0/Q4_K MUL_MAT tiles at the AVX-512 VNNI level (mul_mat_x8.h,
+// mul_mat_x8_k.h):
 // vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds them into
 // each int32 lane in one instruction, where AVX2 needs maddubs, an int16 add
 // and madd. The sums are exact (no saturation), the same integers as the AVX2
@@ -21,7 +22,11 @@
 // 250 against 194; with the pairs broadcast from the columns instead of the
 // interleaved copy, 229 and 223. Q8_0's signed weights go through |x| and the
 // activation negated where x < 0 (AVX-512 has no byte sign instruction; the
-// same bytes as vpsignb gives). A column left over runs on the 256-bit kernel.
+// same bytes as vpsignb gives). Q4_K runs the kernel body of mul_mat_x8_k.h
+// on this width (Q4KPairs): a sub-block's sums times its scales by vpmulld,
+// the minimum's activation sums broadcast as pairs like the codes; 1B Q4_K_M
+// (its Q4_K matrices packed, the rest not) 255 against 150 t/s.
+// A column left over runs on the 256-bit kernel.
 // Only reached when isa::level() says the CPU has it (mul_mat_x8.cpp).
 //
 // Test: tests/kernels/test_packed.cpp runs every level the CPU has against a
@@ -32,7 +37,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define SI_X8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#include "kernels/host/mul_mat_x8.h"
+#include "kernels/host/mul_mat_x8_k.h"
 
 #include <type_traits>
 
@@ -47,6 +52,7 @@ struct OpsVnni {
         return _mm256_dpbusd_epi32(s, xa, _mm256_sign_epi8(y, x));
     }
     SI_X8_TARGET static __m256i finish_s(__m256i s) { return s; }
+    SI_X8_TARGET static __m256i scale_k(__m256i s, __m256i sc, int j) { return _mm256_mullo_epi32(s, lane_byte(sc, j, false)); }
 };
 
 SI_X8_TARGET inline void chain512(__m512i & v) { __asm__("" : "+v"(v)); }
@@ -71,31 +77,63 @@ SI_X8_TARGET inline __m512i dup_rows(__m512i dup, const uint8_t * p) {
     return _mm512_permutexvar_epi32(dup, _mm512_zextsi256_si512(load_w(p)));
 }
 
-// Group (8 rows from tile row r0) times NP column pairs, pair i being columns
-// cl0 + 2i and cl0 + 2i + 1 of the tile.
-// The pairs' codes come from Act::qpair when it is there and the pairs start
-// on an even column of the product, else word by word from the columns.
+// The 8 values at p (a group's 8 half-precision scales) in lanes 2r and 2r + 1.
+SI_X8_TARGET inline __m512 dup_halves(__m512i dup, const uint8_t * p) {
+    const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    return _mm512_permutexvar_ps(dup, _mm512_zextps256_ps512(v));
+}
+
+// The activation side of NP column pairs from tile column cl0, pair i being
+// columns cl0 + 2i and cl0 + 2i + 1. The codes come from Act::qpair when it
+// is there and the pairs start on an even column of the product, else word
+// by word from the columns. `group`: the elements per activation scale.
+template <int NP>
+struct Pairs {
+    Cols<2 * NP>    y;
+    const int32_t * qp;
+    int64_t         nb;  // 32-element blocks per column
+
+    SI_X8_TARGET Pairs(const QTile & t, int64_t cl0, int64_t group) : y(t, cl0, group), nb(t.act.K / 32) {
+        qp = t.act.qpair != nullptr && (t.c0 + cl0) % 2 == 0 ? t.act.qpair + (t.c0 + cl0) / 2 * nb * 16 : nullptr;
+    }
+    // Word w (0..7) of 32-element block b of pair i.
+    SI_X8_TARGET __m512i codes(int i, int64_t b, int w) const {
+        return qp != nullptr ? bcast_pair(qp + (i * nb + b) * 16 + 2 * w)
+                             : bcast_pair(y.q[2 * i] + 32 * b + 4 * w, y.q[2 * i + 1] + 32 * b + 4 * w);
+    }
+    // The scale of activation group g of pair i.
+    SI_X8_TARGET __m512 scale(int i, int64_t g) const {
+        return _mm512_castsi512_ps(bcast_pair(y.d[2 * i] + g, y.d[2 * i + 1] + g));
+    }
+};
+
+// The NP pairs' accumulators (lanes 2r + p) to the 8 rows of each column.
+template <int NP>
+SI_X8_TARGET void store_pairs(const QTile & t, int64_t r0, int64_t cl0, const __m512 * acc) {
+    const __m512i even = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int i = 0; i < NP; ++i) {
+        // Lanes 0..7: column c (even lanes), 8..15: column c + 1 (odd lanes).
+        const __m512 v = _mm512_permutexvar_ps(even, acc[i]);
+        _mm256_storeu_ps(t.out + (cl0 + 2 * i) * t.out_col_stride + r0, _mm512_castps512_ps256(v));
+        _mm256_storeu_ps(t.out + (cl0 + 2 * i + 1) * t.out_col_stride + r0,
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
+}
+
+SI_X8_TARGET inline __m512i lane_dup() { return _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0); }
+
+// Lane r of v in lanes 2r and 2r + 1.
+SI_X8_TARGET inline __m512i dup_lanes(__m256i v) { return _mm512_permutexvar_epi32(lane_dup(), _mm512_zextsi256_si512(v)); }
+
+// Group (8 rows from tile row r0) times NP column pairs from tile column cl0.
 template <class F, int NP>
 SI_X8_TARGET void group_pairs(const QTile & t, int64_t r0, int64_t cl0) {
     const uint8_t * g  = reinterpret_cast<const uint8_t *>(t.x) + r0 * int64_t(t.x_stride);
-    const int64_t   K  = t.act.K;
-    const int64_t   nb = K / 32;
-    const int8_t *  yq[2 * NP];
-    const float *   yd[2 * NP];
+    const int64_t   nb = t.act.K / 32;
+    const Pairs<NP> y(t, cl0, 32);
     const int32_t * ys[2 * NP];
-    for (int c = 0; c < 2 * NP; ++c) {
-        const int64_t col = t.c0 + cl0 + c;
-        yq[c] = t.act.q + col * K;
-        yd[c] = t.act.d + col * nb;
-        ys[c] = t.act.q8sum + col * nb;
-    }
-    const int32_t * qp = t.act.qpair != nullptr && (t.c0 + cl0) % 2 == 0 ? t.act.qpair + (t.c0 + cl0) / 2 * nb * 16 : nullptr;
-    // Word w (0..7) of block b of pair i.
-    auto codes = [&](int i, int64_t b, int w) SI_X8_TARGET {
-        return qp != nullptr ? bcast_pair(qp + (i * nb + b) * 16 + 2 * w)
-                             : bcast_pair(yq[2 * i] + 32 * b + 4 * w, yq[2 * i + 1] + 32 * b + 4 * w);
-    };
-    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    for (int c = 0; c < 2 * NP; ++c) ys[c] = t.act.q8sum + (t.c0 + cl0 + c) * nb;
+    const __m512i dup = lane_dup();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[NP];
     for (int i = 0; i < NP; ++i) acc[i] = _mm512_setzero_ps();
@@ -113,9 +151,9 @@ SI_X8_TARGET void group_pairs(const QTile & t, int64_t r0, int64_t cl0) {
                 const __m512i hi  = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);  // elements 16+4w..
 #pragma GCC unroll 4
                 for (int i = 0; i < NP; ++i) {
-                    s[i] = _mm512_dpbusd_epi32(s[i], lo, codes(i, b, w));
+                    s[i] = _mm512_dpbusd_epi32(s[i], lo, y.codes(i, b, w));
                     chain512(s[i]);
-                    s[i] = _mm512_dpbusd_epi32(s[i], hi, codes(i, b, 4 + w));
+                    s[i] = _mm512_dpbusd_epi32(s[i], hi, y.codes(i, b, 4 + w));
                     chain512(s[i]);
                 }
             }
@@ -127,50 +165,109 @@ SI_X8_TARGET void group_pairs(const QTile & t, int64_t r0, int64_t cl0) {
                 const __mmask64 neg = _mm512_movepi8_mask(v);
 #pragma GCC unroll 4
                 for (int i = 0; i < NP; ++i) {
-                    const __m512i y = codes(i, b, w);
-                    s[i] = _mm512_dpbusd_epi32(s[i], va, _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y));
+                    const __m512i yv = y.codes(i, b, w);
+                    s[i] = _mm512_dpbusd_epi32(s[i], va, _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv));
                     chain512(s[i]);
                 }
             }
         }
-        const __m256 dx8 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk)));
-        const __m512 dx = _mm512_permutexvar_ps(dup, _mm512_zextps256_ps512(dx8));
+        const __m512 dx = dup_halves(dup, blk);
 #pragma GCC unroll 4
         for (int i = 0; i < NP; ++i) {
             __m512i isum = s[i];
             if constexpr (F::kOffset) isum = _mm512_sub_epi32(isum, bcast_pair(ys[2 * i] + b, ys[2 * i + 1] + b));
-            const __m512 dy = _mm512_castsi512_ps(bcast_pair(yd[2 * i] + b, yd[2 * i + 1] + b));
-            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, dy), acc[i]);
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, y.scale(i, b)), acc[i]);
         }
     }
-    const __m512i even = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
-    for (int i = 0; i < NP; ++i) {
-        // Lanes 0..7: column c (even lanes), 8..15: column c + 1 (odd lanes).
-        const __m512 v = _mm512_permutexvar_ps(even, acc[i]);
-        _mm256_storeu_ps(t.out + (cl0 + 2 * i) * t.out_col_stride + r0, _mm512_castps512_ps256(v));
-        _mm256_storeu_ps(t.out + (cl0 + 2 * i + 1) * t.out_col_stride + r0,
-                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    }
+    store_pairs<NP>(t, r0, cl0, acc);
 }
+
+// Byte j (0..3) of every 32-bit lane of v, zero-extended (lane_byte on 512 bits).
+SI_X8_TARGET inline __m512i lane_byte512(__m512i v, int j, bool twice) {
+    return _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(lane_byte_index(j, twice)));
+}
+
+// The 512-bit width of group_q4_K (mul_mat_x8_k.h): NP column pairs, lane
+// 2r + p row r of the pair's column p; the same integer sums and float
+// operations per lane as the 256-bit width, so the same bits.
+template <int NP>
+struct Q4KPairs : Pairs<NP> {
+    using I = __m512i;
+    using F = __m512;
+    struct Scales {
+        I sc[2], mn[2];  // KScales with row r's bytes in lanes 2r and 2r + 1
+    };
+    static constexpr int N = NP;
+    const int16_t * ys[2 * NP];  // the 16-element sums
+
+    SI_X8_TARGET Q4KPairs(const QTile & t, int64_t cl0) : Pairs<NP>(t, cl0, 256) {
+        for (int c = 0; c < 2 * NP; ++c) ys[c] = t.act.sums + (t.c0 + cl0 + c) * (t.act.K / 2);
+    }
+    SI_X8_TARGET static Scales scales(const KScales & k) {
+        return Scales{{dup_lanes(k.sc[0]), dup_lanes(k.sc[1])}, {dup_lanes(k.mn[0]), dup_lanes(k.mn[1])}};
+    }
+    SI_X8_TARGET static I nibbles(const uint8_t * p, bool high) {
+        const I raw = dup_lanes(load_w(p));
+        return _mm512_and_si512(high ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f));
+    }
+    SI_X8_TARGET I dot(I s, I x, int i, int64_t b32, int w) const {
+        s = _mm512_dpbusd_epi32(s, x, this->codes(i, b32, w));
+        chain512(s);
+        return s;
+    }
+    SI_X8_TARGET static I add_scaled(I isum, I s, const Scales & k, int j) {
+        return _mm512_add_epi32(isum, _mm512_mullo_epi32(s, lane_byte512(k.sc[j / 4], j % 4, false)));
+    }
+    SI_X8_TARGET I mins(const Scales & k, int i, int64_t b) const {
+        I m = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            const I sums = bcast_pair(ys[2 * i] + 16 * b + 2 * j, ys[2 * i + 1] + 16 * b + 2 * j);
+            m = _mm512_dpwssd_epi32(m, lane_byte512(k.mn[j / 4], j % 4, true), sums);
+        }
+        return m;
+    }
+    SI_X8_TARGET static F halves(const uint8_t * p) { return dup_halves(lane_dup(), p); }
+    SI_X8_TARGET static F step(F acc, I mins, I isum, F dmin, F d, F dy) {
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dy), acc);
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, dy), acc);
+    }
+    SI_X8_TARGET static void store(const QTile & t, int64_t r0, int64_t cl0, const F * acc) {
+        store_pairs<NP>(t, r0, cl0, acc);
+    }
+};
 
 // Column runs of 8, 4 and 2 on 512-bit pairs, every group of the tile for
 // each run (the run's activations stay in L1 while the weights stream past),
-// then a column left over on the 256-bit kernel.
-template <class F>
-SI_X8_TARGET void tile_x8_pairs(const QTile & t) {
+// then a column left over on the 256-bit kernel: pairs(np, r, c) runs np
+// pairs, single(r, c) one column.
+template <class PairFn, class SingleFn>
+SI_X8_TARGET inline void pair_runs(const QTile & t, PairFn pairs, SingleFn single) {
     int64_t c = 0;
-    auto runs = [&](auto np) {
-        constexpr int NP = decltype(np)::value;
-        for (; c + 2 * NP <= t.ncols; c += 2 * NP) {
-            for (int64_t r = 0; r < t.nrows; r += packed::kRows) group_pairs<F, NP>(t, r, c);
+    auto runs = [&](auto np) SI_X8_TARGET {
+        for (; c + 2 * decltype(np)::value <= t.ncols; c += 2 * decltype(np)::value) {
+            for (int64_t r = 0; r < t.nrows; r += packed::kRows) pairs(np, r, c);
         }
     };
     runs(std::integral_constant<int, 4>{});
     runs(std::integral_constant<int, 2>{});
     runs(std::integral_constant<int, 1>{});
     for (; c < t.ncols; ++c) {
-        for (int64_t r = 0; r < t.nrows; r += packed::kRows) group_x8<OpsVnni, F, 1>(t, r, c);
+        for (int64_t r = 0; r < t.nrows; r += packed::kRows) single(r, c);
     }
+}
+
+template <class F>
+SI_X8_TARGET void tile_x8_pairs(const QTile & t) {
+    pair_runs(
+        t, [&](auto np, int64_t r, int64_t c) SI_X8_TARGET { group_pairs<F, decltype(np)::value>(t, r, c); },
+        [&](int64_t r, int64_t c) SI_X8_TARGET { group_x8<OpsVnni, F, 1>(t, r, c); });
+}
+
+SI_X8_TARGET void tile_q4_K_pairs(const QTile & t) {
+    pair_runs(
+        t, [&](auto np, int64_t r, int64_t c) SI_X8_TARGET { group_q4_K<Q4KPairs<decltype(np)::value>>(t, r, c); },
+        [&](int64_t r, int64_t c) SI_X8_TARGET { group_q4_K<Q4KCols<OpsVnni, 1>>(t, r, c); });
 }
 
 } // namespace
@@ -179,8 +276,12 @@ QTileFn x8_tile_vnni(ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return tile_x8_pairs<X8Q4_0>;
         case GGML_TYPE_Q8_0: return tile_x8_pairs<X8Q8_0>;
+        case GGML_TYPE_Q4_K: return tile_q4_K_pairs;
         default:             return nullptr;
     }
 }
+
+// Whether x8_tile_vnni(type) reads Act::qpair.
+bool x8_tile_vnni_pairs(ggml_type type) { return x8_tile_vnni(type) != nullptr; }
 
 } // namespace standin::kernels::host::mm

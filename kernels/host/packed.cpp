@@ -16,15 +16,16 @@ namespace {
 
 const PackedLayout kQ4_0x8{GGML_TYPE_Q4_0, "q4_0x8"};
 const PackedLayout kQ8_0x8{GGML_TYPE_Q8_0, "q8_0x8"};
+const PackedLayout kQ4_Kx8{GGML_TYPE_Q4_K, "q4_Kx8"};
 
-// Both formats are a 2-byte scale followed by the quant bytes.
-constexpr size_t kScaleBytes = 2;
+// Every format is 2-byte scales (`halves` of them) followed by 4-byte words.
+constexpr size_t kHalf = 2;
 
 struct Geometry {
     size_t  bs;      // block bytes
     size_t  rb;      // row bytes
     int64_t blocks;  // blocks per row
-    size_t  words;   // 4-byte quant words per block
+    size_t  halves;  // leading 2-byte scales per block, 4-byte words after them
 };
 
 Geometry geometry(const ggml_tensor * base) {
@@ -32,8 +33,29 @@ Geometry geometry(const ggml_tensor * base) {
     g.bs     = ggml_type_size(base->type);
     g.rb     = base->nb[1];
     g.blocks = base->ne[0] / ggml_blck_size(base->type);
-    g.words  = (g.bs - kScaleBytes) / 4;
+    g.halves = base->type == GGML_TYPE_Q4_K ? 2 : 1;  // Q4_K: d and dmin
     return g;
+}
+
+// Where byte `i` of row r's block goes in its block8 (Note [packed weights]).
+size_t block8_at(const Geometry & g, size_t r, size_t i) {
+    const size_t head = kHalf * g.halves;
+    if (i < head) {
+        return (i / kHalf * kRows + r) * kHalf + i % kHalf;
+    }
+    const size_t w = (i - head) / 4;
+    return kRows * head + 32 * w + 4 * r + (i - head) % 4;
+}
+
+// Moves row r's block between its original bytes and its block8, 2-byte
+// scales and 4-byte words whole: src is the original block and dst the
+// block8 when `to_block8`, else src the block8 and dst the original block.
+void move_block(const Geometry & g, size_t r, const char * src, char * dst, bool to_block8) {
+    const size_t head = kHalf * g.halves;
+    for (size_t i = 0; i < g.bs; i += i < head ? kHalf : 4) {
+        const size_t at = block8_at(g, r, i);
+        std::memcpy(dst + (to_block8 ? at : i), src + (to_block8 ? i : at), i < head ? kHalf : 4);
+    }
 }
 
 // Block b of the row at byte `row` (a row start, original layout) of the
@@ -42,10 +64,7 @@ void unpack_block(const Geometry & g, const char * packed, size_t row, int64_t b
     const size_t group = row / (kRows * g.rb);
     const size_t r     = (row % (kRows * g.rb)) / g.rb;
     const char * blk8  = packed + group * kRows * g.rb + size_t(b) * kRows * g.bs;
-    std::memcpy(dst, blk8 + kScaleBytes * r, kScaleBytes);
-    for (size_t w = 0; w < g.words; ++w) {
-        std::memcpy(dst + kScaleBytes + 4 * w, blk8 + kRows * kScaleBytes + 32 * w + 4 * r, 4);
-    }
+    move_block(g, r, blk8, dst, false);
 }
 
 } // namespace
@@ -54,6 +73,7 @@ const PackedLayout * layout_for(ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return &kQ4_0x8;
         case GGML_TYPE_Q8_0: return &kQ8_0x8;
+        case GGML_TYPE_Q4_K: return &kQ4_Kx8;
         default:             return nullptr;
     }
 }
@@ -66,7 +86,7 @@ bool can_pack(const ggml_tensor * t) {
 const PackedLayout * packed_of(const ggml_tensor * t) {
     const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
     const void * e = base->extra;
-    return e == &kQ4_0x8 || e == &kQ8_0x8 ? static_cast<const PackedLayout *>(e) : nullptr;
+    return e == &kQ4_0x8 || e == &kQ8_0x8 || e == &kQ4_Kx8 ? static_cast<const PackedLayout *>(e) : nullptr;
 }
 
 bool is_native(const ggml_tensor * t) {
@@ -91,11 +111,7 @@ void pack_group(const Geometry & g, const char * src, char * dst) {
     for (int64_t b = 0; b < g.blocks; ++b) {
         char * blk8 = dst + size_t(b) * kRows * g.bs;
         for (size_t r = 0; r < size_t(kRows); ++r) {
-            const char * blk = src + r * g.rb + size_t(b) * g.bs;
-            std::memcpy(blk8 + kScaleBytes * r, blk, kScaleBytes);
-            for (size_t w = 0; w < g.words; ++w) {
-                std::memcpy(blk8 + kRows * kScaleBytes + 32 * w + 4 * r, blk + kScaleBytes + 4 * w, 4);
-            }
+            move_block(g, r, src + r * g.rb + size_t(b) * g.bs, blk8, true);
         }
     }
 }
@@ -140,7 +156,7 @@ void read_plain(const ggml_tensor * t, size_t offset, size_t size, void * dst) {
         const size_t row   = pos - pos % g.rb;
         const int64_t b    = int64_t((pos - row) / g.bs);
         const size_t start = row + size_t(b) * g.bs;
-        char blk[64];
+        char blk[256];  // the largest block of a packed type
         SI_ASSERT(g.bs <= sizeof(blk));
         unpack_block(g, data, row, b, blk);
         const size_t from = pos - start;

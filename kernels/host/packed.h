@@ -2,18 +2,24 @@
 // upload path, the readers of a weight and the MUL_MAT kernels share.
 //
 // Note [packed weights]
-// A Q4_0 or Q8_0 weight matrix uploaded into a host device's own buffer for
-// weights (ggml_backend_buffer_set_usage(..., WEIGHTS), llama.cpp's model
+// A Q4_0, Q8_0 or Q4_K weight matrix uploaded into a host device's own buffer
+// for weights (ggml_backend_buffer_set_usage(..., WEIGHTS), llama.cpp's model
 // buffers) is stored in groups of 8 rows: the 8 rows' blocks b sit together as
-// one "block8", first the 8 half-precision scales, then the quants as 32-byte
-// words each holding 4 consecutive quant bytes of every row:
-//     block8 = d[r] (r = 0..7), then word w = qs_r[4w .. 4w+3] for r = 0..7
-// (Q4_0: 4 words, the low nibbles of word w are elements 4w..4w+3 and its high
-// nibbles elements 16+4w..; Q8_0: 8 words, elements 4w..4w+3). One 256-bit
-// load then holds 4 elements of 8 rows, so a maddubs/dpbusd against the
-// activation's 4 bytes broadcast leaves the integer sums of 8 rows in the 8
-// lanes, and the scales, the float multiply-add and the store serve 8 rows at
-// once (mul_mat_x8.h) instead of one row per horizontal sum.
+// one "block8". A block of these types is 2-byte scales followed by 4-byte
+// words; the block8 holds the 8 rows' first scales, then their second ones
+// (Q4_K), then 32-byte words each holding word w of every row:
+//     block8 = d[r] (r = 0..7), [dmin[r],] then word w = bytes 4w..4w+3 of row r's rest
+// Q4_0: 4 words, the low nibbles of word w are elements 4w..4w+3 and its high
+// nibbles elements 16+4w..; Q8_0: 8 words, elements 4w..4w+3; Q4_K: 3 words of
+// the 12 packed bytes of sub-block scales and mins (so 6-bit fields of 8 rows
+// are unpacked by a few vector shifts and masks, once per super-block), then
+// 32 words of quants, word 3 + 8i + w holding in its low nibbles elements
+// 64i + 4w.. (sub-block 2i) and in its high nibbles 64i + 32 + 4w.. (sub-block
+// 2i + 1). One 256-bit load then holds 4 elements of 8 rows, so a
+// maddubs/dpbusd against the activation's 4 bytes broadcast leaves the integer
+// sums of 8 rows in the 8 lanes, and the scales, the float multiply-add and
+// the store serve 8 rows at once (mul_mat_x8.h, mul_mat_x8_k.h) instead of one
+// row per horizontal sum.
 // The layout is a permutation of the bytes within each group of 8 rows, so
 // the tensor keeps its size, a group occupies exactly the bytes of its 8 rows
 // in the original layout (a view of whole groups is itself packed), and a

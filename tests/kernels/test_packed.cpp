@@ -4,11 +4,12 @@
 //
 // The packed MUL_MAT must give, per row, exactly the float operations of a
 // sequential block loop acc = fma(float(isum), d_w * d_y, acc) over the same
-// int8 activations (the order of ggml-cpu's interleaved Q4_0 kernel), at every
-// level the CPU has; every other reader of a packed weight must see the
-// original rows.
+// int8 activations (the order of ggml-cpu's interleaved Q4_0 kernel; Q4_K:
+// the minimum's term first, mul_mat_x8_k.h), at every level the CPU has;
+// every other reader of a packed weight must see the original rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -29,7 +30,10 @@ namespace isa    = kernels::host::isa;
 
 namespace {
 
-const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0};
+const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K};
+
+// n blocks of type t, in elements.
+int64_t blocks(ggml_type t, int64_t n) { return n * ggml_blck_size(t); }
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -87,7 +91,37 @@ std::vector<float> run_mul_mat(ggml_context * ctx, ggml_tensor * a, ggml_tensor 
 
 // The sequential reference for one output: row `row` of the plain weights
 // (original layout) against activation column x.
+float sequential_dot_q4_K(const char * row, const float * x, int64_t K) {
+    std::vector<int8_t>  q(static_cast<size_t>(K));
+    std::vector<float>   d(size_t(K / 256));
+    std::vector<int16_t> bs(size_t(K / 16));
+    kernels::host::mm::quantize_act_256(x, K, q.data(), d.data(), bs.data());
+    float acc = 0.0f;
+    for (int64_t b = 0; b < K / 256; ++b) {
+        const auto & blk = reinterpret_cast<const quant::BlockQ4_K *>(row)[b];
+        int32_t isum = 0, mins = 0;
+        for (int j = 0; j < 8; ++j) {
+            int sc, m;
+            quant::k_scale_min(blk.scales, j, sc, m);
+            int32_t dot = 0;
+            for (int k = 0; k < 32; ++k) {
+                const uint8_t byte = blk.qs[32 * (j / 2) + k];
+                dot += (j % 2 ? byte >> 4 : byte & 15) * q[size_t(256 * b + 32 * j + k)];
+            }
+            isum += sc * dot;
+            mins += m * (bs[size_t(16 * b + 2 * j)] + bs[size_t(16 * b + 2 * j + 1)]);
+        }
+        const float dy = d[size_t(b)];
+        acc = std::fma(-float(mins), num::fp16_to_f32(blk.dmin) * dy, acc);
+        acc = std::fma(float(isum), num::fp16_to_f32(blk.d) * dy, acc);
+    }
+    return acc;
+}
+
 float sequential_dot(ggml_type t, const char * row, const float * x, int64_t K) {
+    if (t == GGML_TYPE_Q4_K) {
+        return sequential_dot_q4_K(row, x, K);
+    }
     std::vector<int8_t>  q(static_cast<size_t>(K));
     std::vector<float>   d(size_t(K / 32)), s(size_t(K / 32));
     std::vector<int16_t> p8(size_t(K / 2));
@@ -153,6 +187,8 @@ TEST(Packed, OnlyWholeGroupsOfDenseRowsPack) {
     Ctx c;
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 16)));
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_3d(c.ctx, GGML_TYPE_Q8_0, 64, 8, 3)));
+    EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_K, 512, 8)));
+    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q5_K, 512, 8)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 12)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_1, 64, 16)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 64, 16)));
@@ -163,7 +199,7 @@ TEST(Packed, OnlyWholeGroupsOfDenseRowsPack) {
 TEST(Packed, RoundTripAndPartialReads) {
     for (ggml_type t : kPackable) {
         Ctx c;
-        ggml_tensor * a = ggml_new_tensor_3d(c.ctx, t, 96, 16, 2);
+        ggml_tensor * a = ggml_new_tensor_3d(c.ctx, t, blocks(t, 3), 16, 2);
         std::vector<char> plain(ggml_nbytes(a));
         std::mt19937 rng(5);
         for (char & b : plain) b = char(rng());
@@ -196,6 +232,18 @@ TEST(Packed, RoundTripAndPartialReads) {
     }
 }
 
+// A buffer cleared to one byte value (ggml's memset_tensor, buffer clears)
+// must read the same in either layout: the layout only moves bytes.
+TEST(Packed, OneByteValueReadsTheSameEitherWay) {
+    for (ggml_type t : kPackable) {
+        Ctx c;
+        ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, blocks(t, 2), 16);
+        const std::vector<char> plain(ggml_nbytes(a), char(0x5a));
+        packed::pack(a, plain.data(), a->data);
+        EXPECT_EQ(std::memcmp(a->data, plain.data(), plain.size()), 0) << ggml_type_name(t);
+    }
+}
+
 // Row counts of one and several groups and tiles (16 rows), column counts over
 // the 4-, 2- and 1-column kernels, a batch broadcast over dim 2.
 TEST(Packed, MatMulIsTheSequentialBlockLoop) {
@@ -204,7 +252,7 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
             for (int64_t M : {8, 24, 40}) {
                 for (int64_t N : {1, 2, 3, 4, 5, 7, 9}) {
                     Ctx c;
-                    const int64_t K = 11 * 32;
+                    const int64_t K = t == GGML_TYPE_Q4_K ? 3 * 256 : 11 * 32;
                     ggml_tensor * a  = weights(c.ctx, t, K, M, 2, uint32_t(M + N), false);
                     ggml_tensor * ap = weights(c.ctx, t, K, M, 2, uint32_t(M + N), true);
                     ggml_tensor * b  = activations(c.ctx, K, N, 4, uint32_t(7 * N));
@@ -227,12 +275,48 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
     });
 }
 
+// The extremes of Q4_K: every nibble 15 and every 6-bit scale and minimum 63
+// against activation codes of +-127 (the AVX2 kernel sums a sub-block's
+// products in int16: 16 * 15 * 127 per lane must not saturate), and random
+// block bytes, which reach every scale and minimum pattern.
+TEST(Packed, MatMulQ4_KExtremes) {
+    at_every_level([](isa::Level l) {
+        Ctx c;
+        const int64_t K = 2 * 256, M = 16, N = 5;
+        ggml_tensor * a  = ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_K, K, M);
+        ggml_tensor * ap = ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_K, K, M);
+        auto * blk = static_cast<quant::BlockQ4_K *>(a->data);
+        std::mt19937 rng(9);
+        for (int64_t i = 0; i < M * K / 256; ++i) {
+            const bool full = i < 8 * K / 256;  // the first group's rows
+            for (uint8_t & q : blk[i].qs) q = full ? 0xff : uint8_t(rng());
+            for (uint8_t & sc : blk[i].scales) sc = full ? 0xff : uint8_t(rng());
+            blk[i].d    = num::f32_to_fp16(0.01f * float(1 + i % 5));
+            blk[i].dmin = num::f32_to_fp16(0.02f * float(1 + i % 3));
+        }
+        packed::pack(ap, a->data, ap->data);
+        ggml_tensor * b = activations(c.ctx, K, N, 1, 3);
+        float * x = static_cast<float *>(b->data);
+        for (int64_t k = 0; k < K; ++k) {
+            x[k]     = 1.0f;   // codes +127
+            x[K + k] = -1.0f;  // codes -127
+        }
+        const std::vector<float> got = run_mul_mat(c.ctx, ap, b);
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t m = 0; m < M; ++m) {
+                const float ref = sequential_dot(GGML_TYPE_Q4_K, static_cast<const char *>(a->data) + m * a->nb[1], x + n * K, K);
+                ASSERT_EQ(bits(got[size_t(n * M + m)]), bits(ref)) << isa::name(l) << " m=" << m << " n=" << n;
+            }
+        }
+    });
+}
+
 // The same products as the kernels for the original layout, to their float
 // rounding (they add a row's blocks in another order).
 TEST(Packed, MatMulMatchesUnpackedKernels) {
     for (ggml_type t : kPackable) {
         Ctx c;
-        const int64_t K = 4096 + 96, M = 48, N = 6;
+        const int64_t K = 4096 + blocks(t, 3), M = 48, N = 6;
         ggml_tensor * a  = weights(c.ctx, t, K, M, 1, 3, false);
         ggml_tensor * ap = weights(c.ctx, t, K, M, 1, 3, true);
         ggml_tensor * b  = activations(c.ctx, K, N, 1, 4);
@@ -251,7 +335,7 @@ TEST(Packed, MatMulMatchesUnpackedKernels) {
 TEST(Packed, ViewsOfPackedWeights) {
     for (ggml_type t : kPackable) {
         Ctx c;
-        const int64_t K = 8 * 32, M = 48;
+        const int64_t K = std::max<int64_t>(8 * 32, blocks(t, 4)), M = 48;
         ggml_tensor * a  = weights(c.ctx, t, K, M, 1, 11, false);
         ggml_tensor * ap = weights(c.ctx, t, K, M, 1, 11, true);
         ggml_tensor * b  = activations(c.ctx, K, 3, 1, 12);
@@ -279,7 +363,7 @@ TEST(Packed, ViewsOfPackedWeights) {
 TEST(Packed, GetRowsAndCopiesReadOriginalRows) {
     for (ggml_type t : kPackable) {
         Ctx c;
-        const int64_t K = 4 * 32, M = 24;
+        const int64_t K = blocks(t, 4), M = 24;
         ggml_tensor * a  = weights(c.ctx, t, K, M, 1, 21, false);
         ggml_tensor * ap = weights(c.ctx, t, K, M, 1, 21, true);
         ggml_tensor * idx = ggml_new_tensor_1d(c.ctx, GGML_TYPE_I32, 5);
@@ -306,7 +390,7 @@ TEST(Packed, GetRowsAndCopiesReadOriginalRows) {
 TEST(Packed, MulMatIdReadsPackedExperts) {
     for (ggml_type t : kPackable) {
         Ctx c;
-        const int64_t K = 4 * 32, M = 16, n_as = 4, n_used = 2, n_tok = 3;
+        const int64_t K = blocks(t, 4), M = 16, n_as = 4, n_used = 2, n_tok = 3;
         ggml_tensor * as  = weights(c.ctx, t, K, M, n_as, 31, false);
         ggml_tensor * asp = weights(c.ctx, t, K, M, n_as, 31, true);
         ggml_tensor * b   = activations(c.ctx, K, n_used, n_tok, 32);
