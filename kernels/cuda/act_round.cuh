@@ -121,9 +121,10 @@ void act_round(const ggml_tensor * b, int group, O * y, int64_t ldy, cudaStream_
 // The integer kernels' quantization (QuantOut's results, bit for bit) with
 // 8 lanes per 32-group, 4 values each: one 16-byte load (dense F32) and one
 // 4-byte store of codes per lane, reductions over 8 lanes, and 32-bit group
-// indices (n_groups < 2^31). Measured on the H200 (results/h200,
-// summary-64): the warp-per-group kernel took 6.4-6.9 us for 32 columns of
-// 14336 and 9.5-10 us for 64, most of a product's time beside mmq's 44 / 60.
+// indices (n_groups < 2^31). Measured on the H200 (results/h200): the
+// warp-per-group kernel took 6.4-6.9 us for 32 columns of 14336 and 9.5-10
+// us for 64 beside mmq's 44 / 60 (summary-63); this one 3.3-4.2 for 32
+// (summary-64).
 template <bool kDense>
 __global__ void quantize_act_kernel(Shape b, const char * bd, QuantOut out, uint32_t n_groups, uint32_t per_col) {
     pdl_wait();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "diag/check.h"
+#include "diag/config.h"
 #include "runtime/cuda/cublas_lib.h"
 #include "diag/log.h"
 
@@ -378,7 +379,17 @@ void CudaDevice::memset_sync(void * dst, uint8_t value, size_t n) {
     SI_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-std::unique_ptr<Stream> CudaDevice::create_stream() { return std::make_unique<CudaStream>(index_); }
+std::unique_ptr<Stream> CudaDevice::create_stream() {
+    auto stream = std::make_unique<CudaStream>(index_);
+    // cuBLAS made ready with the backend (the libraries loaded, the stream's
+    // handle and workspace made) rather than inside the first product that
+    // wants it: a process's first prompt otherwise pays for loading libcublas
+    // and libcublasLt (llama-batched-bench's first 128-token prompt on the
+    // H200: 95 ms against ggml-cuda's 22, which links cuBLAS and loads it with
+    // itself). GGML_STANDIN_CUBLAS=0 loads nothing.
+    if (diag::config().cublas) (void) blas::handle_for(index_, stream->begin_launch());
+    return stream;
+}
 std::unique_ptr<Event>  CudaDevice::create_event() { return std::make_unique<CudaEvent>(index_); }
 
 // ---- enumeration (never aborts) -----------------------------------------------
