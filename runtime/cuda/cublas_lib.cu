@@ -68,6 +68,37 @@ std::map<cudaStream_t, Entry> &   handles() {
     return *m;
 }
 
+// One small GEMM of the kind the batched products run (F16 x F16 -> F32,
+// CUBLAS_COMPUTE_32F) on a new handle, waited for: cuBLAS sets up its kernels
+// and heuristics in its first call, which otherwise lands in a process's first
+// prompt (measured on the H200, results/h200/summary-68.txt: llama-batched-bench's
+// first 128-token prompt took 113 ms with cuBLAS and 12 ms without, the
+// handle and libraries already made). Best effort: a failure here only leaves
+// that cost where it was.
+void warm_up(const Api & a, cublasHandle_t h, cudaStream_t stream) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        return;  // no allocation or wait inside a recording
+    }
+    constexpr int n = 128;
+    void * mem = nullptr;
+    if (cudaMalloc(&mem, size_t(n) * n * (2 + 2 + 4)) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    char * A = static_cast<char *>(mem);
+    char * B = A + size_t(n) * n * 2;
+    char * C = B + size_t(n) * n * 2;
+    const float one = 1.0f, zero = 0.0f;
+    if (cudaMemsetAsync(mem, 0, size_t(n) * n * (2 + 2 + 4), stream) == cudaSuccess) {
+        (void) a.gemm_strided_batched(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, A, CUDA_R_16F, n, 0, B, CUDA_R_16F,
+                                      n, 0, &zero, C, CUDA_R_32F, n, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    SI_CUDA_CHECK_WARN(cudaStreamSynchronize(stream));
+    SI_CUDA_CHECK_WARN(cudaFree(mem));
+}
+
 } // namespace
 
 const Api * api() {
@@ -101,6 +132,7 @@ cublasHandle_t handle_for(int device, cudaStream_t stream) {
     }
     a->set_stream(e.handle, stream);
     a->set_workspace(e.handle, e.workspace, kWorkspaceBytes);
+    warm_up(*a, e.handle, stream);
     handles()[stream] = e;
     return e.handle;
 }
