@@ -382,11 +382,11 @@ void CudaDevice::memset_sync(void * dst, uint8_t value, size_t n) {
 std::unique_ptr<Stream> CudaDevice::create_stream() {
     auto stream = std::make_unique<CudaStream>(index_);
     // cuBLAS made ready with the backend (the libraries loaded, the stream's
-    // handle and workspace made) rather than inside the first product that
-    // wants it: a process's first prompt otherwise pays for loading libcublas
-    // and libcublasLt (llama-batched-bench's first 128-token prompt on the
-    // H200: 95 ms against ggml-cuda's 22, which links cuBLAS and loads it with
-    // itself). GGML_STANDIN_CUBLAS=0 loads nothing.
+    // handle, workspace and first call, cublas_lib.cu's warm_up) rather than
+    // inside the first product that wants it: llama-batched-bench's first
+    // 128-token prompt of 1B Q4_0 on the H200 took 113 ms, 47 ms after this
+    // (ggml-cuda 30; results/h200/summary-68.txt, -69.txt). GGML_STANDIN_CUBLAS=0
+    // loads nothing.
     if (diag::config().cublas) (void) blas::handle_for(index_, stream->begin_launch());
     return stream;
 }

@@ -1,6 +1,6 @@
-set terminal pngcairo size 4780,1000 font 'sans,10'
+set terminal pngcairo size 6700,1000 font 'sans,10'
 set output 'results/h200/bench-report-batched/bench.png'
-set multiplot layout 2,1 title 'standin bench (cuda), 2026-12-04 12:25 UTC'
+set multiplot layout 2,1 title 'standin bench (cuda), 2026-12-04 18:34 UTC'
 set style data histogram
 set style fill solid 0.85 border -1
 set key outside right top
@@ -11,7 +11,7 @@ set bmargin 4
 set style histogram errorbars gap 2 lw 1
 set logscale y
 set ylabel 'tokens/s (log scale)'
-set yrange [152.532:*]
+set yrange [155.14:*]
 set title 'throughput: mean and standard deviation over 2 repetitions'
 plot 'results/h200/bench-report-batched/bench.dat' using 2:3:xtic(1) title 'real', 'results/h200/bench-report-batched/bench.dat' using 5:6 title 'standalone', 'results/h200/bench-report-batched/bench.dat' using 8:9 title 'interposed-none'
 unset logscale y
