@@ -21,6 +21,8 @@
 
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+
 #include "kernels/common/quants.h"
 #include "kernels/cuda/common.cuh"
 
@@ -176,7 +178,8 @@ inline void quantize_act(const ggml_tensor * b, int8_t * q, float2 * ds, cudaStr
     const int64_t n_groups = ggml_nrows(b) * (b->ne[0] / 32);
     const QuantOut out{q, ds, b->ne[0]};
     if (n_groups == 0) return;
-    if (n_groups >= (int64_t(1) << 31)) {
+    static const bool lab_old = [] { const char * e = std::getenv("GGML_STANDIN_LAB_QOLD"); return e && e[0] == '1'; }();  // LAB
+    if (n_groups >= (int64_t(1) << 31) || lab_old) {
         launch_act<32>(b, out, st);  // beyond 32-bit group indices
         return;
     }

@@ -21,9 +21,9 @@
 //                                    format; weight_types.h lists them)
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
 // mat-vecs beat mmq up to the counts of vec_int below; mmq is ahead of
-// ggml-cuda at 8 to 16 columns (Q4_0 1.05-1.12), behind at 24 to 64 (0.83 at
-// 32, 0.71 at 64: summary-43.txt) and half its speed from 128, where the F16
-// GEMM is faster.
+// ggml-cuda at 8 to 16 columns (Q4_0 1.23-1.26), level at 24, 32 and 64
+// (0.98-1.00), behind at 48 and 96 (0.80, 0.68; Q8_0 and the K formats
+// 0.6-0.9 from 24: summary-64.txt), and from 128 the F16 GEMM is faster.
 //
 // Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8), weight rows per block
 // 64 * mw (mw = 1, 2). When the tiles alone would not fill the GPU twice over,

@@ -12,8 +12,8 @@
 // the chunk's raw weight bytes, as stored (no repacking: any ggml buffer
 // works), and its activation codes and scales. A lane builds its A fragments
 // straight from the raw bytes (mmq_formats.cuh) and reads B fragments from
-// the staged codes; row strides are padded so the 8 rows of a fragment fall
-// in distinct bank groups.
+// the staged codes with ldmatrix, two n-tiles at a time; row strides are
+// padded so the 8 rows of a fragment fall in distinct bank groups.
 //
 // Split K: when the tiles alone would leave the GPU idle, a cluster of
 // `split` blocks shares one tile, each taking a contiguous range of chunks;
