@@ -21,8 +21,6 @@
 
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-
 #include "kernels/common/quants.h"
 #include "kernels/cuda/common.cuh"
 
@@ -171,6 +169,10 @@ __global__ void quantize_act_kernel(Shape b, const char * bd, QuantOut out, uint
     }
 }
 
+// From how many groups quantize_act takes the 8-lane kernel: about one block
+// of it per multiprocessor.
+constexpr int64_t kQuantizeLanes8From = 4096;
+
 // Quantizes all of b (ne[0] a multiple of 32) to 32-groups: codes into q
 // (column c at q + c * ne[0]) and {scale, scale * code sum} into ds (column c
 // at ds + c * ne[0] / 32).
@@ -178,9 +180,13 @@ inline void quantize_act(const ggml_tensor * b, int8_t * q, float2 * ds, cudaStr
     const int64_t n_groups = ggml_nrows(b) * (b->ne[0] / 32);
     const QuantOut out{q, ds, b->ne[0]};
     if (n_groups == 0) return;
-    static const bool lab_old = [] { const char * e = std::getenv("GGML_STANDIN_LAB_QOLD"); return e && e[0] == '1'; }();  // LAB
-    if (n_groups >= (int64_t(1) << 31) || lab_old) {
-        launch_act<32>(b, out, st);  // beyond 32-bit group indices
+    // Few groups (a decoded token's 128 to 448) are latency-bound, and there
+    // the warp per group, with four times the warps in flight, measured
+    // faster: 1B Q4_K_M tg128 963-986 against 934-936 t/s with the 8-lane
+    // kernel (results/h200/summary-70.txt). Past 2^31 groups the 8-lane
+    // kernel's 32-bit indices would not do either.
+    if (n_groups < kQuantizeLanes8From || n_groups >= (int64_t(1) << 31)) {
+        launch_act<32>(b, out, st);
         return;
     }
     constexpr int kThreads = 256;
