@@ -53,17 +53,20 @@ if [[ $mode == real ]]; then
     # its verdicts so that every path run tests exactly these. GLU and unary
     # cases are named by their sub-op (-o GLU or -o UNARY selects none).
     echo "${INTERPOSE_OPS:-ADD,SUB,MUL,DIV,SCALE,CPY,CONT,DUP,GET_ROWS,SET_ROWS,RMS_NORM,NORM,ROPE,SOFT_MAX,MUL_MAT,SWIGLU,GEGLU,REGLU,SILU,GELU,ARGMAX,SUM_ROWS,CONCAT,REPEAT}" >"$work/real.ops"
-    # Every case of those ops but four families, which time the test's own
-    # work and the library's kernels, not the interposition, and took a third
-    # of each run (test-backend-ops line by line, pinned ggml-cpu): 1536
-    # batched 16x8 products (13 s each), the i-quant and ternary types (their
-    # random data is quantized by an importance search: GET_ROWS iq1_s 12 s),
-    # ROPE over 8192 rows (4 s each), and the binary ops and REPEAT over 16M
-    # elements (20 cases, 48 s of the prebuilt library's own run on an AVX-512
-    # EPYC; peer.backend_ops.host leaves them out too). Products over batches,
-    # the other block types, ROPE and the binary ops stay; peer.backend_ops.host
-    # runs the first three on standin's own kernels.
-    echo "${INTERPOSE_FILTER:-^(?!.*(bs=\[1536,|type(_a)?=(iq|tq)|ne_a=\[16,16,8192,|ne=\[64,262144,|ne=\[1,1,65536,1\],nr=\[256,)).*}" >"$work/real.filter"
+    # Every case of those ops but the families that time the test's own work
+    # and the library's kernels, not the interposition (test-backend-ops line
+    # by line, pinned ggml-cpu): 1536 batched 16x8 products (13 s each), the
+    # i-quant and ternary types (their random data is quantized by an
+    # importance search: GET_ROWS iq1_s 12 s), ROPE over 8192 rows (4 s each),
+    # the binary ops and REPEAT over 16M elements (20 cases, 48 s of the
+    # prebuilt library's own run on an AVX-512 EPYC), and four row gathers
+    # from 70000 rows or 700 x 100 matrices (25-35 s), the CONT of 2-9M
+    # element permutations (18 cases, 14-17 s) and SOFT_MAX over 1023-1024
+    # rows of 1023-1024 (40 cases, 5 s): about 55 s of each run's 228, in
+    # each of the four runs. Products over batches, the other block types,
+    # ROPE, the binary ops, the large copies and SOFT_MAX stay in
+    # peer.backend_ops.host on standin's own kernels.
+    echo "${INTERPOSE_FILTER:-^(?!.*(bs=\[1536,|type(_a)?=(iq|tq)|ne_a=\[16,16,8192,|ne=\[64,262144,|ne=\[1,1,65536,1\],nr=\[256,|be1=700,|m=80000,|ne=\[(2304|1024|1000),(64|33),(64|65),1\],use_view_slice|ne=\[102[34],102[34],1,1\],mask=)).*}" >"$work/real.filter"
 elif [[ $mode == path ]]; then
     [[ -s $work/real.verdicts && -s $work/real.lib && -s $work/real.ops && -s $work/real.filter ]] ||
         { echo "no real-library run in $work (run_interpose_suite.sh real, ctest fixture interpose_cpu_real)"; exit 1; }
