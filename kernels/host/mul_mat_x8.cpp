@@ -1,5 +1,5 @@
-// Packed Q4_0/Q8_0/Q4_K MUL_MAT tiles at the x86-64-v3 level (mul_mat_x8.h,
-// mul_mat_x8_k.h), and the choice of level for them (isa.h).
+// Packed Q4_0/Q8_0/Q4_K/Q6_K MUL_MAT tiles at the x86-64-v3 level
+// (mul_mat_x8.h, mul_mat_x8_k.h), and the choice of level for them (isa.h).
 //
 // AVX2 has no 8-bit dot product into int32: maddubs gives pairs in int16 and
 // madd with ones adds the pairs into int32. Q4_0 keeps the pair sums of a
@@ -29,8 +29,12 @@ struct OpsAvx2 {
     }
     static __m256i finish_s(__m256i s) { return s; }
     // Q4_K's sub-block of 8 words accumulates like Q4_0's block (the bound
-    // above) and is widened by the madd that applies its scale.
-    static __m256i scale_k(__m256i s, __m256i sc, int j) { return _mm256_madd_epi16(s, lane_byte(sc, j, true)); }
+    // above) and is widened by the madd that applies its scale. Q6_K's codes
+    // reach 63: a maddubs lane is at most 2 * 63 * 128 = 16128, so a lane
+    // holds the pairs of 2 words (32256) and a run of 16 elements (4 words)
+    // is widened twice.
+    static __m256i scale_k(__m256i s, __m256i sc, int j) { return _mm256_madd_epi16(s, lane_bytes(sc, j, j)); }
+    static constexpr int kQ6Run = 2;
 };
 
 } // namespace

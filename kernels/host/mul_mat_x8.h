@@ -1,6 +1,6 @@
 // The MUL_MAT tile kernels for packed Q4_0/Q8_0 weights (Note [packed
 // weights], packed.h), written once over an instruction-set "Ops" and
-// included (through mul_mat_x8_k.h, Q4_K's) by one file per level:
+// included (through mul_mat_x8_k.h, the K formats') by one file per level:
 // mul_mat_x8.cpp (AVX2) and mul_mat_x8_vnni.cpp (AVX-512 VNNI). Everything here has internal linkage
 // and carries SI_X8_TARGET, which each includer defines before including it,
 // so each file's copy is compiled for its own level and no out-of-line copy of
@@ -20,7 +20,9 @@
 // Ops: dot_u(s, x, y) accumulates unsigned x times signed y (Q4_0 nibbles),
 // dot_s(s, |x|, x, y) signed x times signed y (Q8_0), finish_u/finish_s turn
 // the accumulator into 8 int32 sums, scale_k(s, sc, j) turns dot_u's
-// accumulator into 8 int32 sums times byte j of each lane of sc (Q4_K).
+// accumulator into 8 int32 sums times the signed byte j of each lane of sc
+// (Q4_K, Q6_K), kQ6Run is how many words of Q6_K's 6-bit codes dot_u may
+// sum before scale_k.
 #pragma once
 
 #include <immintrin.h>

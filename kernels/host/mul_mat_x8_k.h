@@ -1,24 +1,32 @@
-// The MUL_MAT tile kernel for packed Q4_K weights (Note [packed weights],
-// packed.h), over the same per-level "Ops" and SI_X8_TARGET as the 32-element
-// formats' (mul_mat_x8.h, which this includes), and the table of packed tile
-// kernels of one level.
+// The MUL_MAT tile kernels for packed Q4_K and Q6_K weights (Note [packed
+// weights], packed.h), over the same per-level "Ops" and SI_X8_TARGET as the
+// 32-element formats' (mul_mat_x8.h, which this includes), and the table of
+// packed tile kernels of one level. Both take the activation's 256-element
+// groups (Note [activation blocks], vec_dot.h): codes y, scale dy, and the
+// int16 sums of every 16 codes (Act::sums).
 //
 // A Q4_K row of one super-block is
 //     d * sum_j sc_j * dot(q_j, y_j) - dmin * sum_j m_j * sum(y_j)
-// over its 8 sub-blocks j of 32 (6-bit sc_j and m_j, nibbles q_j), times the
-// activation's scale dy (Note [activation blocks], vec_dot.h: 256-element
-// groups). Per super-block, the group's 3 scale words are unpacked for its 8
-// rows at once (lane r: the 4 scale or min bytes of sub-blocks 0..3 or 4..7 of
-// row r). Per sub-block, its 8 quant words against the activation's 4 bytes
+// over its 8 sub-blocks j of 32 (6-bit sc_j and m_j, nibbles q_j), times dy.
+// Per super-block, the group's 3 scale words are unpacked for its 8 rows at
+// once (lane r: the 4 scale or min bytes of sub-blocks 0..3 or 4..7 of row
+// r). Per sub-block, its 8 quant words against the activation's 4 bytes
 // broadcast give lane r row r's dot(q_j, y_j) (Ops::dot_u), and Ops::scale_k
 // multiplies it by sc_j of each lane into int32. The minimum needs no weight
 // work beyond the scales: m_j of each lane, as two int16, times two adjacent
-// 16-element activation sums (Act::sums) by one madd is m_j * sum(y_j). Both
-// sums are exact integers at every level; the float operations per row and
-// super-block are
-//     acc = fma(-float(mins), dmin * dy, acc); acc = fma(float(isum), d * dy, acc)
-// (the order of mul_mat_q.cpp's unpacked kernel), so results do not depend on
-// the level.
+// 16-element activation sums by one madd is m_j * sum(y_j).
+// A Q6_K row of one super-block is
+//     d * (sum_k sc_k * dot(q_k, y_k) - 32 * sum_k sc_k * sum(y_k))
+// over its 16 runs k of 16 elements (int8 sc_k, 6-bit codes q_k 0..63 for
+// the values q_k - 32). The codes of 8 rows are put together from a ql and a
+// qh word per 4 elements; a run's 4 words give each lane's dot(q_k, y_k),
+// multiplied by sc_k as Q4_K's sub-blocks are; the offset is Q4_K's minimum
+// with the two int16 of a lane being sc_2j and sc_2j+1.
+// Every sum is an exact integer at every level; the float operations per row
+// and super-block are, in the order of mul_mat_q.cpp's unpacked kernels,
+//     Q4_K: acc = fma(-float(mins), dmin * dy, acc); acc = fma(float(isum), d * dy, acc)
+//     Q6_K: acc = fma(float(isum - 32 * offset), d * dy, acc)
+// so results do not depend on the level.
 #pragma once
 
 #include "kernels/host/mul_mat_x8.h"
@@ -35,19 +43,34 @@ struct X8Q4_K {
     static constexpr size_t kQuants = kScales + 3 * 32;
 };
 
-// The pshufb index that takes byte j (0..3) of every 32-bit lane to the
-// lane's low int16, zero-extended, or, when `twice`, to both of its int16
-// halves (a madd_epi16 multiplier); one 128-bit lane of it.
-SI_X8_TARGET inline __m128i lane_byte_index(int j, bool twice) {
+// Block8 of Q6_K (packed.h): 32 ql words, 16 qh words, 4 scale words, d[8].
+struct X8Q6_K {
+    static constexpr size_t kBlock8 = packed::kRows * 210;
+    static constexpr size_t kQh     = 32 * 32;
+    static constexpr size_t kScales = kQh + 16 * 32;
+    static constexpr size_t kD      = kScales + 4 * 32;
+};
+
+// The pshufb index that takes bytes lo and hi (0..3) of every 32-bit lane to
+// the high bytes of its low and high int16, zeros below them; one 128-bit
+// lane of it. An arithmetic shift of each int16 by 8 then leaves the two
+// bytes sign-extended (a madd_epi16 multiplier), one of each int32 by 24 byte
+// hi sign-extended. Q4_K's 6-bit fields read the same signed or not.
+SI_X8_TARGET inline __m128i lane_bytes_index(int lo, int hi) {
     auto at = [&](uint32_t k) {
-        const uint32_t b = 4 * k + uint32_t(j);
-        return int32_t((twice ? (0x8000u | b) << 16 : 0x80800000u) | 0x8000u | b);
+        return int32_t(((4 * k + uint32_t(hi)) << 24) | 0x00800000u | ((4 * k + uint32_t(lo)) << 8) | 0x80u);
     };
     return _mm_setr_epi32(at(0), at(1), at(2), at(3));
 }
 
-SI_X8_TARGET inline __m256i lane_byte(__m256i v, int j, bool twice) {
-    return _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(lane_byte_index(j, twice)));
+// Bytes lo and hi of every lane of v as the lane's two int16, sign-extended.
+SI_X8_TARGET inline __m256i lane_bytes(__m256i v, int lo, int hi) {
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(lane_bytes_index(lo, hi))), 8);
+}
+
+// Byte j of every lane of v as the lane's int32, sign-extended.
+SI_X8_TARGET inline __m256i lane_byte32(__m256i v, int j) {
+    return _mm256_srai_epi32(_mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(lane_bytes_index(j, j))), 24);
 }
 
 // A super-block's sub-block scales (sc) and mins (mn) of the group's 8 rows,
@@ -74,22 +97,49 @@ SI_X8_TARGET inline KScales k_scales(const uint8_t * blk) {
     return k;
 }
 
-// Group (8 rows from tile row r0) times the columns of a tile that the width
-// V holds from tile column cl0: V::N accumulators, each 8 rows of one column
-// (Q4KCols, 256-bit) or of two (mul_mat_x8_vnni.cpp, Note [column pairs]).
-// One body for both, so both do the same integer operations in the same
-// order; V::step is the float operations of the head of this file.
+// A Q4_K quant word's nibbles (low or high), 4 codes of 8 rows.
+SI_X8_TARGET inline __m256i q4_codes(const uint8_t * p, bool high) {
+    const __m256i raw = load_w(p);
+    return _mm256_and_si256(high ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
+}
+
+// The 6-bit codes of 4 elements of 8 rows in run t (0..3) of a Q6_K half:
+// the low (t < 2) or high nibbles of the ql word, bits 2t, 2t + 1 of the qh
+// word's bytes above them.
+SI_X8_TARGET inline __m256i q6_codes(const uint8_t * ql, const uint8_t * qh, int t) {
+    const __m256i l  = load_w(ql);
+    const __m256i h  = load_w(qh);
+    const __m256i lo = _mm256_and_si256(t < 2 ? l : _mm256_srli_epi16(l, 4), _mm256_set1_epi8(0x0f));
+    const __m256i hi = t == 0 ? _mm256_slli_epi16(h, 4) : t == 1 ? _mm256_slli_epi16(h, 2) : t == 2 ? h : _mm256_srli_epi16(h, 2);
+    return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+}
+
+// The kernel bodies: a group (8 rows from tile row r0) times the columns of
+// a tile that the width V holds from tile column cl0, V::N accumulators, each
+// 8 rows of one column (KCols, 256-bit) or of two (KPairs,
+// mul_mat_x8_vnni.cpp, Note [column pairs]). One body per format for both
+// widths, so both do the same integer operations and the float operations of
+// the head of this file in the same order. V::lanes puts a 256-bit vector
+// of 8 rows into the width's lanes.
+// The frame of both bodies: the group's super-blocks in order, each handed to
+// sb(v, blk, b, acc) (its block8 at blk, its index b, the accumulators),
+// then the store.
+template <class V, size_t kBlock8, class SuperBlock>
+SI_X8_TARGET inline void k_group(const QTile & t, int64_t r0, int64_t cl0, SuperBlock sb) {
+    const uint8_t * g = reinterpret_cast<const uint8_t *>(t.x) + r0 * int64_t(t.x_stride);
+    const V         v(t, cl0);
+    typename V::F   acc[V::N] = {};
+    for (int64_t b = 0; b < t.act.K / 256; ++b) sb(v, g + b * int64_t(kBlock8), b, acc);
+    V::store(t, r0, cl0, acc);
+}
+
 template <class V>
 SI_X8_TARGET void group_q4_K(const QTile & t, int64_t r0, int64_t cl0) {
     using I = typename V::I;
-    const uint8_t * g  = reinterpret_cast<const uint8_t *>(t.x) + r0 * int64_t(t.x_stride);
-    const int64_t   nb = t.act.K / 256;
-    const V         v(t, cl0);
-    typename V::F   acc[V::N] = {};
-
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t * blk = g + b * int64_t(X8Q4_K::kBlock8);
-        const typename V::Scales k = V::scales(k_scales(blk));
+    k_group<V, X8Q4_K::kBlock8>(t, r0, cl0, [](const V & v, const uint8_t * blk, int64_t b, typename V::F * acc) SI_X8_TARGET {
+        const KScales k = k_scales(blk);
+        const I sc[2] = {V::lanes(k.sc[0]), V::lanes(k.sc[1])};
+        const I mn[2] = {V::lanes(k.mn[0]), V::lanes(k.mn[1])};
         const uint8_t * qw = blk + X8Q4_K::kQuants;
         I isum[V::N] = {};
         // Unrolled so that j, and with it every shift and shuffle mask, is a constant.
@@ -98,75 +148,132 @@ SI_X8_TARGET void group_q4_K(const QTile & t, int64_t r0, int64_t cl0) {
             I s[V::N] = {};
 #pragma GCC unroll 8
             for (int w = 0; w < 8; ++w) {
-                const I x = V::nibbles(qw + 32 * (8 * (j / 2) + w), j % 2);
+                const I x = V::lanes(q4_codes(qw + 32 * (8 * (j / 2) + w), j % 2));
 #pragma GCC unroll 4
                 for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
             }
-            for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], k, j);
+            for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], sc[j / 4], j % 4);
         }
         const typename V::F d = V::halves(blk), dmin = V::halves(blk + X8Q4_K::kDmin);
 #pragma GCC unroll 4
-        for (int i = 0; i < V::N; ++i) acc[i] = V::step(acc[i], v.mins(k, i, b), isum[i], dmin, d, v.scale(i, b));
-    }
-    V::store(t, r0, cl0, acc);
+        for (int i = 0; i < V::N; ++i) {
+            // m_j twice against the sums of sub-block j's two runs.
+            const I mins = v.sums_dot([&](int j) SI_X8_TARGET { return V::pair16(mn[j / 4], j % 4, j % 4); }, i, b);
+            acc[i] = V::fma(V::fnma(acc[i], mins, dmin, v.scale(i, b)), isum[i], d, v.scale(i, b));
+        }
+    });
+}
+
+template <class V>
+SI_X8_TARGET void group_q6_K(const QTile & t, int64_t r0, int64_t cl0) {
+    using I = typename V::I;
+    k_group<V, X8Q6_K::kBlock8>(t, r0, cl0, [](const V & v, const uint8_t * blk, int64_t b, typename V::F * acc) SI_X8_TARGET {
+        // The next block8 into cache now: this one is read out of order (ql
+        // and qh words alternate, the scales first), which the hardware
+        // prefetchers do not follow; without it a one-column product from
+        // memory ran at half the speed of the unpacked kernel.
+        for (size_t l = 0; l < X8Q6_K::kBlock8; l += 64) _mm_prefetch(reinterpret_cast<const char *>(blk + X8Q6_K::kBlock8 + l), _MM_HINT_T0);
+        I sc[4];  // lane r: row r's scales 4u..4u+3
+        for (int u = 0; u < 4; ++u) sc[u] = V::lanes(load_w(blk + X8Q6_K::kScales + 32 * u));
+        I isum[V::N] = {};
+        // Sub-block j is run t = j % 4 of half h = j / 4 (packed.h); unrolled
+        // so that every shift and shuffle mask is a constant.
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            const int h = j / 4, tr = j % 4;
+            // Words w0.. of the sub-block, V::kQ6Run of them summed before
+            // their scale applies (the 16-element run k = 2j + w0 / 4).
+#pragma GCC unroll 8
+            for (int w0 = 0; w0 < 8; w0 += V::kQ6Run) {
+                I s[V::N] = {};
+#pragma GCC unroll 4
+                for (int w = w0; w < w0 + V::kQ6Run; ++w) {
+                    const I x = V::lanes(q6_codes(blk + 32 * (16 * h + 8 * (tr % 2) + w), blk + X8Q6_K::kQh + 32 * (8 * h + w), tr));
+#pragma GCC unroll 4
+                    for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
+                }
+                const int k = 2 * j + w0 / 4;
+                for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], sc[k / 4], k % 4);
+            }
+        }
+        const typename V::F d = V::halves(blk + X8Q6_K::kD);
+#pragma GCC unroll 4
+        for (int i = 0; i < V::N; ++i) {
+            // sc_2j and sc_2j+1 against the sums of sub-block j's two runs.
+            const I off = v.sums_dot([&](int j) SI_X8_TARGET { return V::pair16(sc[j / 2], 2 * (j % 2), 2 * (j % 2) + 1); }, i, b);
+            acc[i] = V::fma(acc[i], V::less_32x(isum[i], off), d, v.scale(i, b));
+        }
+    });
 }
 
 // The 256-bit width: C columns, lane r row r.
 template <class Ops, int C>
-struct Q4KCols {
-    using I      = __m256i;
-    using F      = __m256;
-    using Scales = KScales;
-    static constexpr int N = C;
+struct KCols {
+    using I = __m256i;
+    using F = __m256;
+    static constexpr int N      = C;
+    static constexpr int kQ6Run = Ops::kQ6Run;
     Cols<C>         y;
     const int16_t * ys[C];  // the 16-element sums
 
-    SI_X8_TARGET Q4KCols(const QTile & t, int64_t cl0) : y(t, cl0, 256) {
+    SI_X8_TARGET KCols(const QTile & t, int64_t cl0) : y(t, cl0, 256) {
         for (int c = 0; c < C; ++c) ys[c] = t.act.sums + (t.c0 + cl0 + c) * (t.act.K / 2);
     }
-    SI_X8_TARGET static KScales scales(const KScales & k) { return k; }
-    SI_X8_TARGET static I nibbles(const uint8_t * p, bool high) {
-        const I raw = load_w(p);
-        return _mm256_and_si256(high ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
-    }
+    SI_X8_TARGET static I lanes(__m256i v) { return v; }
     // Word w of 32-element block b32 of column c against x, into s.
     SI_X8_TARGET I dot(I s, I x, int c, int64_t b32, int w) const {
         s = Ops::dot_u(s, x, bcast4(y.q[c] + 32 * b32 + 4 * w));
         chain(s);
         return s;
     }
-    // isum + s times sub-block j's scales.
-    SI_X8_TARGET static I add_scaled(I isum, I s, const KScales & k, int j) {
-        return _mm256_add_epi32(isum, Ops::scale_k(s, k.sc[j / 4], j % 4));
-    }
-    // sum_j m_j * sum(y_j): sums 2j and 2j + 1 of 16 codes, one int32, meet m_j twice.
-    SI_X8_TARGET I mins(const KScales & k, int c, int64_t b) const {
+    // isum + s times the signed byte j of each lane of sc.
+    SI_X8_TARGET static I add_scaled(I isum, I s, I sc, int j) { return _mm256_add_epi32(isum, Ops::scale_k(s, sc, j)); }
+    SI_X8_TARGET static I pair16(I v, int lo, int hi) { return lane_bytes(v, lo, hi); }
+    // sum_j mult(j) . (sums 2j, 2j + 1 of 16 codes), mult(j) two int16 a lane.
+    template <class Mult>
+    SI_X8_TARGET I sums_dot(Mult mult, int c, int64_t b) const {
         I m = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
             int32_t pair;
             std::memcpy(&pair, ys[c] + 16 * b + 2 * j, 4);
-            m = _mm256_add_epi32(m, _mm256_madd_epi16(lane_byte(k.mn[j / 4], j % 4, true), _mm256_set1_epi32(pair)));
+            m = _mm256_add_epi32(m, _mm256_madd_epi16(mult(j), _mm256_set1_epi32(pair)));
         }
         return m;
     }
+    SI_X8_TARGET static I less_32x(I isum, I off) { return _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5)); }
     SI_X8_TARGET F scale(int c, int64_t b) const { return _mm256_set1_ps(y.d[c][b]); }
     SI_X8_TARGET static F halves(const uint8_t * p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     }
-    // The super-block's float operations (mul_mat_x8_k.h's head).
-    SI_X8_TARGET static F step(F acc, I mins, I isum, F dmin, F d, F dy) {
-        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, dy), acc);
+    // acc + float(isum) * (d * dy), and acc - float(m) * (d * dy).
+    SI_X8_TARGET static F fma(F acc, I isum, F d, F dy) {
         return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, dy), acc);
+    }
+    SI_X8_TARGET static F fnma(F acc, I m, F d, F dy) {
+        return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(d, dy), acc);
     }
     SI_X8_TARGET static void store(const QTile & t, int64_t r0, int64_t cl0, const F * acc) {
         for (int c = 0; c < C; ++c) _mm256_storeu_ps(t.out + (cl0 + c) * t.out_col_stride + r0, acc[c]);
     }
 };
 
-template <class Ops>
-SI_X8_TARGET void tile_x8_q4_K(const QTile & t) {
-    column_runs(t, [&](auto cols, int64_t r, int64_t c) SI_X8_TARGET { group_q4_K<Q4KCols<Ops, decltype(cols)::value>>(t, r, c); });
+// The bodies as types, for the tile functions of either width.
+struct BodyQ4_K {
+    template <class V>
+    SI_X8_TARGET static void run(const QTile & t, int64_t r0, int64_t cl0) { group_q4_K<V>(t, r0, cl0); }
+};
+
+struct BodyQ6_K {
+    template <class V>
+    SI_X8_TARGET static void run(const QTile & t, int64_t r0, int64_t cl0) { group_q6_K<V>(t, r0, cl0); }
+};
+
+template <class Ops, class Body>
+SI_X8_TARGET void tile_x8_k(const QTile & t) {
+    column_runs(t, [&](auto cols, int64_t r, int64_t c) SI_X8_TARGET {
+        Body::template run<KCols<Ops, decltype(cols)::value>>(t, r, c);
+    });
 }
 
 // The 256-bit packed tile kernels of one level.
@@ -175,7 +282,8 @@ QTileFn x8_tile(ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return tile_x8<Ops, X8Q4_0>;
         case GGML_TYPE_Q8_0: return tile_x8<Ops, X8Q8_0>;
-        case GGML_TYPE_Q4_K: return tile_x8_q4_K<Ops>;
+        case GGML_TYPE_Q4_K: return tile_x8_k<Ops, BodyQ4_K>;
+        case GGML_TYPE_Q6_K: return tile_x8_k<Ops, BodyQ6_K>;
         default:             return nullptr;
     }
 }

@@ -1,5 +1,5 @@
-// Packed Q4_0/Q8_0/Q4_K MUL_MAT tiles at the AVX-512 VNNI level (mul_mat_x8.h,
-// mul_mat_x8_k.h):
+// Packed Q4_0/Q8_0/Q4_K/Q6_K MUL_MAT tiles at the AVX-512 VNNI level
+// (mul_mat_x8.h, mul_mat_x8_k.h):
 // vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds them into
 // each int32 lane in one instruction, where AVX2 needs maddubs, an int16 add
 // and madd. The sums are exact (no saturation), the same integers as the AVX2
@@ -22,10 +22,11 @@
 // 250 against 194; with the pairs broadcast from the columns instead of the
 // interleaved copy, 229 and 223. Q8_0's signed weights go through |x| and the
 // activation negated where x < 0 (AVX-512 has no byte sign instruction; the
-// same bytes as vpsignb gives). Q4_K runs the kernel body of mul_mat_x8_k.h
-// on this width (Q4KPairs): a sub-block's sums times its scales by vpmulld,
-// the minimum's activation sums broadcast as pairs like the codes; 1B Q4_K_M
-// (its Q4_K matrices packed, the rest not) 255 against 150 t/s.
+// same bytes as vpsignb gives). Q4_K and Q6_K run the kernel bodies of
+// mul_mat_x8_k.h on this width (KPairs): a sub-block's (Q6_K: a 16-element
+// run's) sums times its scales by vpmulld, the activation sums for the
+// minimum or offset broadcast as pairs like the codes; 1B Q4_K_M (its Q4_K
+// matrices packed, the rest not) 255 against 150 t/s.
 // A column left over runs on the 256-bit kernel.
 // Only reached when isa::level() says the CPU has it (mul_mat_x8.cpp).
 //
@@ -52,7 +53,8 @@ struct OpsVnni {
         return _mm256_dpbusd_epi32(s, xa, _mm256_sign_epi8(y, x));
     }
     SI_X8_TARGET static __m256i finish_s(__m256i s) { return s; }
-    SI_X8_TARGET static __m256i scale_k(__m256i s, __m256i sc, int j) { return _mm256_mullo_epi32(s, lane_byte(sc, j, false)); }
+    SI_X8_TARGET static __m256i scale_k(__m256i s, __m256i sc, int j) { return _mm256_mullo_epi32(s, lane_byte32(sc, j)); }
+    static constexpr int kQ6Run = 4;  // a Q6_K run of 16 elements: its scale applies to exact int32 sums
 };
 
 SI_X8_TARGET inline void chain512(__m512i & v) { __asm__("" : "+v"(v)); }
@@ -182,55 +184,56 @@ SI_X8_TARGET void group_pairs(const QTile & t, int64_t r0, int64_t cl0) {
     store_pairs<NP>(t, r0, cl0, acc);
 }
 
-// Byte j (0..3) of every 32-bit lane of v, zero-extended (lane_byte on 512 bits).
-SI_X8_TARGET inline __m512i lane_byte512(__m512i v, int j, bool twice) {
-    return _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(lane_byte_index(j, twice)));
+// lane_bytes and lane_byte32 (mul_mat_x8_k.h) on 512 bits.
+SI_X8_TARGET inline __m512i lane_bytes512(__m512i v, int lo, int hi) {
+    return _mm512_srai_epi16(_mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(lane_bytes_index(lo, hi))), 8);
 }
 
-// The 512-bit width of group_q4_K (mul_mat_x8_k.h): NP column pairs, lane
-// 2r + p row r of the pair's column p; the same integer sums and float
-// operations per lane as the 256-bit width, so the same bits.
+SI_X8_TARGET inline __m512i lane_byte32_512(__m512i v, int j) {
+    return _mm512_srai_epi32(_mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(lane_bytes_index(j, j))), 24);
+}
+
+// The 512-bit width of the K-format bodies (mul_mat_x8_k.h): NP column
+// pairs, lane 2r + p row r of the pair's column p; the same integer sums and
+// float operations per lane as the 256-bit width, so the same bits.
 template <int NP>
-struct Q4KPairs : Pairs<NP> {
+struct KPairs : Pairs<NP> {
     using I = __m512i;
     using F = __m512;
-    struct Scales {
-        I sc[2], mn[2];  // KScales with row r's bytes in lanes 2r and 2r + 1
-    };
-    static constexpr int N = NP;
+    static constexpr int N      = NP;
+    static constexpr int kQ6Run = 4;  // dpbusd sums exactly in int32
     const int16_t * ys[2 * NP];  // the 16-element sums
 
-    SI_X8_TARGET Q4KPairs(const QTile & t, int64_t cl0) : Pairs<NP>(t, cl0, 256) {
+    SI_X8_TARGET KPairs(const QTile & t, int64_t cl0) : Pairs<NP>(t, cl0, 256) {
         for (int c = 0; c < 2 * NP; ++c) ys[c] = t.act.sums + (t.c0 + cl0 + c) * (t.act.K / 2);
     }
-    SI_X8_TARGET static Scales scales(const KScales & k) {
-        return Scales{{dup_lanes(k.sc[0]), dup_lanes(k.sc[1])}, {dup_lanes(k.mn[0]), dup_lanes(k.mn[1])}};
-    }
-    SI_X8_TARGET static I nibbles(const uint8_t * p, bool high) {
-        const I raw = dup_lanes(load_w(p));
-        return _mm512_and_si512(high ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f));
-    }
+    SI_X8_TARGET static I lanes(__m256i v) { return dup_lanes(v); }
     SI_X8_TARGET I dot(I s, I x, int i, int64_t b32, int w) const {
         s = _mm512_dpbusd_epi32(s, x, this->codes(i, b32, w));
         chain512(s);
         return s;
     }
-    SI_X8_TARGET static I add_scaled(I isum, I s, const Scales & k, int j) {
-        return _mm512_add_epi32(isum, _mm512_mullo_epi32(s, lane_byte512(k.sc[j / 4], j % 4, false)));
+    SI_X8_TARGET static I add_scaled(I isum, I s, I sc, int j) {
+        return _mm512_add_epi32(isum, _mm512_mullo_epi32(s, lane_byte32_512(sc, j)));
     }
-    SI_X8_TARGET I mins(const Scales & k, int i, int64_t b) const {
+    SI_X8_TARGET static I pair16(I v, int lo, int hi) { return lane_bytes512(v, lo, hi); }
+    template <class Mult>
+    SI_X8_TARGET I sums_dot(Mult mult, int i, int64_t b) const {
         I m = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
             const I sums = bcast_pair(ys[2 * i] + 16 * b + 2 * j, ys[2 * i + 1] + 16 * b + 2 * j);
-            m = _mm512_dpwssd_epi32(m, lane_byte512(k.mn[j / 4], j % 4, true), sums);
+            m = _mm512_dpwssd_epi32(m, mult(j), sums);
         }
         return m;
     }
+    SI_X8_TARGET static I less_32x(I isum, I off) { return _mm512_sub_epi32(isum, _mm512_slli_epi32(off, 5)); }
     SI_X8_TARGET static F halves(const uint8_t * p) { return dup_halves(lane_dup(), p); }
-    SI_X8_TARGET static F step(F acc, I mins, I isum, F dmin, F d, F dy) {
-        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dy), acc);
+    SI_X8_TARGET static F fma(F acc, I isum, F d, F dy) {
         return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, dy), acc);
+    }
+    SI_X8_TARGET static F fnma(F acc, I m, F d, F dy) {
+        return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(d, dy), acc);
     }
     SI_X8_TARGET static void store(const QTile & t, int64_t r0, int64_t cl0, const F * acc) {
         store_pairs<NP>(t, r0, cl0, acc);
@@ -264,10 +267,12 @@ SI_X8_TARGET void tile_x8_pairs(const QTile & t) {
         [&](int64_t r, int64_t c) SI_X8_TARGET { group_x8<OpsVnni, F, 1>(t, r, c); });
 }
 
-SI_X8_TARGET void tile_q4_K_pairs(const QTile & t) {
+// A K-format body (mul_mat_x8_k.h) on both widths.
+template <class Body>
+SI_X8_TARGET void tile_k_pairs(const QTile & t) {
     pair_runs(
-        t, [&](auto np, int64_t r, int64_t c) SI_X8_TARGET { group_q4_K<Q4KPairs<decltype(np)::value>>(t, r, c); },
-        [&](int64_t r, int64_t c) SI_X8_TARGET { group_q4_K<Q4KCols<OpsVnni, 1>>(t, r, c); });
+        t, [&](auto np, int64_t r, int64_t c) SI_X8_TARGET { Body::template run<KPairs<decltype(np)::value>>(t, r, c); },
+        [&](int64_t r, int64_t c) SI_X8_TARGET { Body::template run<KCols<OpsVnni, 1>>(t, r, c); });
 }
 
 } // namespace
@@ -276,7 +281,8 @@ QTileFn x8_tile_vnni(ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return tile_x8_pairs<X8Q4_0>;
         case GGML_TYPE_Q8_0: return tile_x8_pairs<X8Q8_0>;
-        case GGML_TYPE_Q4_K: return tile_q4_K_pairs;
+        case GGML_TYPE_Q4_K: return tile_k_pairs<BodyQ4_K>;
+        case GGML_TYPE_Q6_K: return tile_k_pairs<BodyQ6_K>;
         default:             return nullptr;
     }
 }

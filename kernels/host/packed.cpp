@@ -14,18 +14,41 @@ namespace standin::kernels::host::packed {
 
 namespace {
 
-const PackedLayout kQ4_0x8{GGML_TYPE_Q4_0, "q4_0x8"};
-const PackedLayout kQ8_0x8{GGML_TYPE_Q8_0, "q8_0x8"};
-const PackedLayout kQ4_Kx8{GGML_TYPE_Q4_K, "q4_Kx8"};
+// Each format's block as runs of equal units, in block order (Note [packed
+// weights]): the one description of its layout that packing, restoring and
+// the readers use. The kernels (mul_mat_x8.h, mul_mat_x8_k.h) hard-code the
+// offsets that follow from it.
+struct Run {
+    size_t unit;   // bytes
+    size_t count;  // units
+};
 
-// Every format is 2-byte scales (`halves` of them) followed by 4-byte words.
-constexpr size_t kHalf = 2;
+struct Format {
+    PackedLayout layout;
+    Run          runs[2];
+};
+
+const Format kFormats[] = {
+    {{GGML_TYPE_Q4_0, "q4_0x8"}, {{2, 1}, {4, 4}}},   // d; 16 bytes of nibbles
+    {{GGML_TYPE_Q8_0, "q8_0x8"}, {{2, 1}, {4, 8}}},   // d; 32 codes
+    {{GGML_TYPE_Q4_K, "q4_Kx8"}, {{2, 2}, {4, 35}}},  // d, dmin; 12 scale bytes, 128 of nibbles
+    {{GGML_TYPE_Q6_K, "q6_Kx8"}, {{4, 52}, {2, 1}}},  // 128 ql, 64 qh, 16 scales; d
+};
+
+const Format * format_of(ggml_type type) {
+    for (const Format & f : kFormats) {
+        if (f.layout.type == type) {
+            return &f;
+        }
+    }
+    return nullptr;
+}
 
 struct Geometry {
-    size_t  bs;      // block bytes
-    size_t  rb;      // row bytes
-    int64_t blocks;  // blocks per row
-    size_t  halves;  // leading 2-byte scales per block, 4-byte words after them
+    size_t      bs;      // block bytes
+    size_t      rb;      // row bytes
+    int64_t     blocks;  // blocks per row
+    const Run * runs;    // the format's 2 runs
 };
 
 Geometry geometry(const ggml_tensor * base) {
@@ -33,28 +56,23 @@ Geometry geometry(const ggml_tensor * base) {
     g.bs     = ggml_type_size(base->type);
     g.rb     = base->nb[1];
     g.blocks = base->ne[0] / ggml_blck_size(base->type);
-    g.halves = base->type == GGML_TYPE_Q4_K ? 2 : 1;  // Q4_K: d and dmin
+    g.runs   = format_of(base->type)->runs;
+    SI_ASSERT(g.runs[0].unit * g.runs[0].count + g.runs[1].unit * g.runs[1].count == g.bs);
     return g;
 }
 
-// Where byte `i` of row r's block goes in its block8 (Note [packed weights]).
-size_t block8_at(const Geometry & g, size_t r, size_t i) {
-    const size_t head = kHalf * g.halves;
-    if (i < head) {
-        return (i / kHalf * kRows + r) * kHalf + i % kHalf;
-    }
-    const size_t w = (i - head) / 4;
-    return kRows * head + 32 * w + 4 * r + (i - head) % 4;
-}
-
-// Moves row r's block between its original bytes and its block8, 2-byte
-// scales and 4-byte words whole: src is the original block and dst the
+// Moves row r's block between its original bytes and its block8 unit by
+// unit: the unit of u bytes at block offset i sits at 8i + u * r of the
+// block8 (Note [packed weights]). src is the original block and dst the
 // block8 when `to_block8`, else src the block8 and dst the original block.
 void move_block(const Geometry & g, size_t r, const char * src, char * dst, bool to_block8) {
-    const size_t head = kHalf * g.halves;
-    for (size_t i = 0; i < g.bs; i += i < head ? kHalf : 4) {
-        const size_t at = block8_at(g, r, i);
-        std::memcpy(dst + (to_block8 ? at : i), src + (to_block8 ? i : at), i < head ? kHalf : 4);
+    size_t i = 0;
+    for (int k = 0; k < 2; ++k) {
+        const size_t u = g.runs[k].unit;
+        for (size_t n = 0; n < g.runs[k].count; ++n, i += u) {
+            const size_t at = kRows * i + u * r;
+            std::memcpy(dst + (to_block8 ? at : i), src + (to_block8 ? i : at), u);
+        }
     }
 }
 
@@ -70,12 +88,8 @@ void unpack_block(const Geometry & g, const char * packed, size_t row, int64_t b
 } // namespace
 
 const PackedLayout * layout_for(ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_Q4_0: return &kQ4_0x8;
-        case GGML_TYPE_Q8_0: return &kQ8_0x8;
-        case GGML_TYPE_Q4_K: return &kQ4_Kx8;
-        default:             return nullptr;
-    }
+    const Format * f = format_of(type);
+    return f != nullptr ? &f->layout : nullptr;
 }
 
 bool can_pack(const ggml_tensor * t) {
@@ -85,8 +99,12 @@ bool can_pack(const ggml_tensor * t) {
 
 const PackedLayout * packed_of(const ggml_tensor * t) {
     const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
-    const void * e = base->extra;
-    return e == &kQ4_0x8 || e == &kQ8_0x8 || e == &kQ4_Kx8 ? static_cast<const PackedLayout *>(e) : nullptr;
+    for (const Format & f : kFormats) {
+        if (base->extra == &f.layout) {
+            return &f.layout;
+        }
+    }
+    return nullptr;
 }
 
 bool is_native(const ggml_tensor * t) {

@@ -2,24 +2,34 @@
 // upload path, the readers of a weight and the MUL_MAT kernels share.
 //
 // Note [packed weights]
-// A Q4_0, Q8_0 or Q4_K weight matrix uploaded into a host device's own buffer
-// for weights (ggml_backend_buffer_set_usage(..., WEIGHTS), llama.cpp's model
-// buffers) is stored in groups of 8 rows: the 8 rows' blocks b sit together as
-// one "block8". A block of these types is 2-byte scales followed by 4-byte
-// words; the block8 holds the 8 rows' first scales, then their second ones
-// (Q4_K), then 32-byte words each holding word w of every row:
-//     block8 = d[r] (r = 0..7), [dmin[r],] then word w = bytes 4w..4w+3 of row r's rest
-// Q4_0: 4 words, the low nibbles of word w are elements 4w..4w+3 and its high
-// nibbles elements 16+4w..; Q8_0: 8 words, elements 4w..4w+3; Q4_K: 3 words of
-// the 12 packed bytes of sub-block scales and mins (so 6-bit fields of 8 rows
-// are unpacked by a few vector shifts and masks, once per super-block), then
-// 32 words of quants, word 3 + 8i + w holding in its low nibbles elements
-// 64i + 4w.. (sub-block 2i) and in its high nibbles 64i + 32 + 4w.. (sub-block
-// 2i + 1). One 256-bit load then holds 4 elements of 8 rows, so a
-// maddubs/dpbusd against the activation's 4 bytes broadcast leaves the integer
-// sums of 8 rows in the 8 lanes, and the scales, the float multiply-add and
-// the store serve 8 rows at once (mul_mat_x8.h, mul_mat_x8_k.h) instead of one
-// row per horizontal sum.
+// A Q4_0, Q8_0, Q4_K or Q6_K weight matrix uploaded into a host device's own
+// buffer for weights (ggml_backend_buffer_set_usage(..., WEIGHTS), llama.cpp's
+// model buffers) is stored in groups of 8 rows: the 8 rows' blocks b sit
+// together as one "block8". A block is described as runs of equal units
+// (packed.cpp, kFormats): 2-byte half scales, or 4-byte words. The unit of u
+// bytes at block offset i becomes the 8 rows' units side by side at block8
+// offset 8i, row r's at 8i + u * r: a 4-byte word w of the block becomes a
+// 32-byte word holding word w of every row.
+//   Q4_0 (18 bytes): d; 4 words, the low nibbles of word w are elements
+//     4w..4w+3 and its high nibbles elements 16+4w..;
+//   Q8_0 (34): d; 8 words, elements 4w..4w+3;
+//   Q4_K (144): d, dmin; 3 words of the 12 packed bytes of sub-block scales
+//     and mins (so 6-bit fields of 8 rows are unpacked by a few vector shifts
+//     and masks, once per super-block); 32 words of quants, word 3 + 8i + w
+//     holding in its low nibbles elements 64i + 4w.. (sub-block 2i) and in
+//     its high nibbles 64i + 32 + 4w.. (sub-block 2i + 1);
+//   Q6_K (210, its d last): 32 words of ql, 16 of qh, 4 of the 16 int8
+//     scales (word k: scales 4k..4k+3, one per 16 elements); then d, whose 2
+//     bytes end the block (210 is no multiple of 4), its 8 copies the last
+//     16 bytes of the block8. Element 128h + 32t + 4w + e (t < 4, w < 8,
+//     e < 4) has its low 4 bits in byte e of ql word 16h + 8(t % 2) + w (high
+//     nibble for t >= 2) and its top 2 bits at bit 2t of byte e of qh word
+//     8h + w: each 32-byte word is 4 elements of 8 rows.
+// One 256-bit load then holds 4 elements of 8 rows, so a maddubs/dpbusd
+// against the activation's 4 bytes broadcast leaves the integer sums of 8
+// rows in the 8 lanes, and the scales, the float multiply-add and the store
+// serve 8 rows at once (mul_mat_x8.h, mul_mat_x8_k.h) instead of one row per
+// horizontal sum.
 // The layout is a permutation of the bytes within each group of 8 rows, so
 // the tensor keeps its size, a group occupies exactly the bytes of its 8 rows
 // in the original layout (a view of whole groups is itself packed), and a

@@ -5,7 +5,8 @@
 // The packed MUL_MAT must give, per row, exactly the float operations of a
 // sequential block loop acc = fma(float(isum), d_w * d_y, acc) over the same
 // int8 activations (the order of ggml-cpu's interleaved Q4_0 kernel; Q4_K:
-// the minimum's term first, mul_mat_x8_k.h), at every level the CPU has;
+// the minimum's term first, Q6_K: the offset inside the integer sum,
+// mul_mat_x8_k.h), at every level the CPU has;
 // every other reader of a packed weight must see the original rows.
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "ggml.h"
@@ -30,7 +32,7 @@ namespace isa    = kernels::host::isa;
 
 namespace {
 
-const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K};
+const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
 
 // n blocks of type t, in elements.
 int64_t blocks(ggml_type t, int64_t n) { return n * ggml_blck_size(t); }
@@ -89,38 +91,74 @@ std::vector<float> run_mul_mat(ggml_context * ctx, ggml_tensor * a, ggml_tensor 
     return std::vector<float>(p, p + ggml_nelements(c));
 }
 
+// An activation column in the 256-element format: codes, scales, 16-element sums.
+struct Act256 {
+    std::vector<int8_t>  q;
+    std::vector<float>   d;
+    std::vector<int16_t> bs;
+    Act256(const float * x, int64_t K) : q(size_t(K)), d(size_t(K / 256)), bs(size_t(K / 16)) {
+        kernels::host::mm::quantize_act_256(x, K, q.data(), d.data(), bs.data());
+    }
+};
+
 // The sequential reference for one output: row `row` of the plain weights
-// (original layout) against activation column x.
-float sequential_dot_q4_K(const char * row, const float * x, int64_t K) {
-    std::vector<int8_t>  q(static_cast<size_t>(K));
-    std::vector<float>   d(size_t(K / 256));
-    std::vector<int16_t> bs(size_t(K / 16));
-    kernels::host::mm::quantize_act_256(x, K, q.data(), d.data(), bs.data());
+// (original layout) against activation column x. K formats: super-block b
+// (blk) updates acc as sb(blk, y, b, acc) says, in order.
+template <class Block, class SuperBlock>
+float sequential_dot_k(const char * row, const float * x, int64_t K, SuperBlock sb) {
+    const Act256 y(x, K);
     float acc = 0.0f;
-    for (int64_t b = 0; b < K / 256; ++b) {
-        const auto & blk = reinterpret_cast<const quant::BlockQ4_K *>(row)[b];
+    for (int64_t b = 0; b < K / 256; ++b) acc = sb(reinterpret_cast<const Block *>(row)[b], y, size_t(b), acc);
+    return acc;
+}
+
+float sequential_dot_q4_K(const char * row, const float * x, int64_t K) {
+    return sequential_dot_k<quant::BlockQ4_K>(row, x, K, [](const quant::BlockQ4_K & blk, const Act256 & y, size_t b, float acc) {
         int32_t isum = 0, mins = 0;
-        for (int j = 0; j < 8; ++j) {
+        for (size_t j = 0; j < 8; ++j) {
             int sc, m;
-            quant::k_scale_min(blk.scales, j, sc, m);
+            quant::k_scale_min(blk.scales, int(j), sc, m);
             int32_t dot = 0;
-            for (int k = 0; k < 32; ++k) {
+            for (size_t k = 0; k < 32; ++k) {
                 const uint8_t byte = blk.qs[32 * (j / 2) + k];
-                dot += (j % 2 ? byte >> 4 : byte & 15) * q[size_t(256 * b + 32 * j + k)];
+                dot += (j % 2 ? byte >> 4 : byte & 15) * y.q[256 * b + 32 * j + k];
             }
             isum += sc * dot;
-            mins += m * (bs[size_t(16 * b + 2 * j)] + bs[size_t(16 * b + 2 * j + 1)]);
+            mins += m * (y.bs[16 * b + 2 * j] + y.bs[16 * b + 2 * j + 1]);
         }
-        const float dy = d[size_t(b)];
+        const float dy = y.d[b];
         acc = std::fma(-float(mins), num::fp16_to_f32(blk.dmin) * dy, acc);
-        acc = std::fma(float(isum), num::fp16_to_f32(blk.d) * dy, acc);
-    }
-    return acc;
+        return std::fma(float(isum), num::fp16_to_f32(blk.d) * dy, acc);
+    });
+}
+
+// Q6_K from ggml's definition of the block: element 128h + l (l < 128) has
+// its low 4 bits in ql[64h + l % 64] (high nibble for l >= 64) and its top 2
+// at bit 2 * (l / 32) of qh[32h + l % 32]; scale l / 16 of the half.
+float sequential_dot_q6_K(const char * row, const float * x, int64_t K) {
+    return sequential_dot_k<quant::BlockQ6_K>(row, x, K, [](const quant::BlockQ6_K & blk, const Act256 & y, size_t b, float acc) {
+        int32_t isum = 0, off = 0;
+        for (size_t k = 0; k < 16; ++k) {
+            int32_t dot = 0;
+            for (size_t e = 0; e < 16; ++e) {
+                const size_t i = 16 * k + e, h = i / 128, l = i % 128;
+                const uint8_t lo = blk.ql[64 * h + l % 64];
+                const int code = ((l < 64 ? lo : lo >> 4) & 15) | (((blk.qh[32 * h + l % 32] >> (2 * (l / 32))) & 3) << 4);
+                dot += code * y.q[256 * b + i];
+            }
+            isum += blk.scales[k] * dot;
+            off += blk.scales[k] * y.bs[16 * b + k];
+        }
+        return std::fma(float(isum - 32 * off), num::fp16_to_f32(blk.d) * y.d[b], acc);
+    });
 }
 
 float sequential_dot(ggml_type t, const char * row, const float * x, int64_t K) {
     if (t == GGML_TYPE_Q4_K) {
         return sequential_dot_q4_K(row, x, K);
+    }
+    if (t == GGML_TYPE_Q6_K) {
+        return sequential_dot_q6_K(row, x, K);
     }
     std::vector<int8_t>  q(static_cast<size_t>(K));
     std::vector<float>   d(size_t(K / 32)), s(size_t(K / 32));
@@ -188,6 +226,7 @@ TEST(Packed, OnlyWholeGroupsOfDenseRowsPack) {
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 16)));
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_3d(c.ctx, GGML_TYPE_Q8_0, 64, 8, 3)));
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_K, 512, 8)));
+    EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q6_K, 512, 8)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q5_K, 512, 8)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 12)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_1, 64, 16)));
@@ -252,7 +291,7 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
             for (int64_t M : {8, 24, 40}) {
                 for (int64_t N : {1, 2, 3, 4, 5, 7, 9}) {
                     Ctx c;
-                    const int64_t K = t == GGML_TYPE_Q4_K ? 3 * 256 : 11 * 32;
+                    const int64_t K = ggml_blck_size(t) == 256 ? 3 * 256 : 11 * 32;
                     ggml_tensor * a  = weights(c.ctx, t, K, M, 2, uint32_t(M + N), false);
                     ggml_tensor * ap = weights(c.ctx, t, K, M, 2, uint32_t(M + N), true);
                     ggml_tensor * b  = activations(c.ctx, K, N, 4, uint32_t(7 * N));
@@ -275,37 +314,57 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
     });
 }
 
-// The extremes of Q4_K: every nibble 15 and every 6-bit scale and minimum 63
-// against activation codes of +-127 (the AVX2 kernel sums a sub-block's
-// products in int16: 16 * 15 * 127 per lane must not saturate), and random
-// block bytes, which reach every scale and minimum pattern.
-TEST(Packed, MatMulQ4_KExtremes) {
+// The extremes of the K formats against activation codes of +-127: the
+// first group's rows with every code at its maximum (Q4_K: nibbles 15 and
+// 6-bit scales and minimums 63; Q6_K: codes 63, int8 scales -128), the other
+// rows random block bytes, which reach every scale pattern. The AVX2 kernels
+// sum products in int16: Q4_K a sub-block's 16 * 15 * 127 per lane, Q6_K two
+// words' 4 * 63 * 127, which must not saturate, and Q6_K's scales must be
+// sign-extended.
+void fill_extremes(ggml_type t, void * data, int64_t n_blocks, int64_t n_full) {
+    std::mt19937 rng(9);
+    auto fill = [&](auto & bytes, bool full, uint8_t max) {
+        for (auto & v : bytes) v = full ? max : static_cast<std::remove_reference_t<decltype(v)>>(rng());
+    };
+    for (int64_t i = 0; i < n_blocks; ++i) {
+        const bool full = i < n_full;
+        if (t == GGML_TYPE_Q4_K) {
+            auto & blk = static_cast<quant::BlockQ4_K *>(data)[i];
+            fill(blk.qs, full, 0xff);
+            fill(blk.scales, full, 0xff);
+            blk.d    = num::f32_to_fp16(0.01f * float(1 + i % 5));
+            blk.dmin = num::f32_to_fp16(0.02f * float(1 + i % 3));
+        } else {
+            auto & blk = static_cast<quant::BlockQ6_K *>(data)[i];
+            fill(blk.ql, full, 0xff);
+            fill(blk.qh, full, 0xff);
+            fill(blk.scales, full, 0x80);
+            blk.d = num::f32_to_fp16(0.01f * float(1 + i % 5));
+        }
+    }
+}
+
+TEST(Packed, MatMulKFormatExtremes) {
     at_every_level([](isa::Level l) {
-        Ctx c;
-        const int64_t K = 2 * 256, M = 16, N = 5;
-        ggml_tensor * a  = ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_K, K, M);
-        ggml_tensor * ap = ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_K, K, M);
-        auto * blk = static_cast<quant::BlockQ4_K *>(a->data);
-        std::mt19937 rng(9);
-        for (int64_t i = 0; i < M * K / 256; ++i) {
-            const bool full = i < 8 * K / 256;  // the first group's rows
-            for (uint8_t & q : blk[i].qs) q = full ? 0xff : uint8_t(rng());
-            for (uint8_t & sc : blk[i].scales) sc = full ? 0xff : uint8_t(rng());
-            blk[i].d    = num::f32_to_fp16(0.01f * float(1 + i % 5));
-            blk[i].dmin = num::f32_to_fp16(0.02f * float(1 + i % 3));
-        }
-        packed::pack(ap, a->data, ap->data);
-        ggml_tensor * b = activations(c.ctx, K, N, 1, 3);
-        float * x = static_cast<float *>(b->data);
-        for (int64_t k = 0; k < K; ++k) {
-            x[k]     = 1.0f;   // codes +127
-            x[K + k] = -1.0f;  // codes -127
-        }
-        const std::vector<float> got = run_mul_mat(c.ctx, ap, b);
-        for (int64_t n = 0; n < N; ++n) {
-            for (int64_t m = 0; m < M; ++m) {
-                const float ref = sequential_dot(GGML_TYPE_Q4_K, static_cast<const char *>(a->data) + m * a->nb[1], x + n * K, K);
-                ASSERT_EQ(bits(got[size_t(n * M + m)]), bits(ref)) << isa::name(l) << " m=" << m << " n=" << n;
+        for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+            Ctx c;
+            const int64_t K = 2 * 256, M = 16, N = 5;
+            ggml_tensor * a  = ggml_new_tensor_2d(c.ctx, t, K, M);
+            ggml_tensor * ap = ggml_new_tensor_2d(c.ctx, t, K, M);
+            fill_extremes(t, a->data, M * K / 256, 8 * K / 256);
+            packed::pack(ap, a->data, ap->data);
+            ggml_tensor * b = activations(c.ctx, K, N, 1, 3);
+            float * x = static_cast<float *>(b->data);
+            for (int64_t k = 0; k < K; ++k) {
+                x[k]     = 1.0f;   // codes +127
+                x[K + k] = -1.0f;  // codes -127
+            }
+            const std::vector<float> got = run_mul_mat(c.ctx, ap, b);
+            for (int64_t n = 0; n < N; ++n) {
+                for (int64_t m = 0; m < M; ++m) {
+                    const float ref = sequential_dot(t, static_cast<const char *>(a->data) + m * a->nb[1], x + n * K, K);
+                    ASSERT_EQ(bits(got[size_t(n * M + m)]), bits(ref)) << isa::name(l) << " " << ggml_type_name(t) << " m=" << m << " n=" << n;
+                }
             }
         }
     });
