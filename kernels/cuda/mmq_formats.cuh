@@ -12,8 +12,8 @@
 // no correction term: a b-bit code x placed at the top of its byte with that
 // top bit flipped is the byte 2^(8-b) (x - 2^(b-1)), one shift and one logic
 // operation per word (a bytewise subtraction is several instructions), and
-// the scale carries the exact factor 2^(b-8) back. The integer sums stay far
-// below 2^22 (mmq.cu's conversion to float relies on it).
+// the scale carries the exact factor 2^(b-8) back (the larger integer sums
+// stay below 2^20, exact as int32 and as float).
 //
 // codes(row, s, t, lo, hi): the 4 codes of elements 4t..4t+3 (lo) and
 // 16+4t..16+4t+3 (hi) of sub-block s of the chunk that starts at `row`, as
