@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
         // index i = tid + 128 j, staged at i (sub-block-major). Where they
         // come from is worked out once here, as offsets from the tile's
         // first row and column, so a chunk costs one add per copy (the
-        // addresses had been two thirds of the kernel's integer work).
+        // addresses had been over a third of the kernel's instructions).
         constexpr int kTpr = kThreads / L::BM > 0 ? kThreads / L::BM : 1;
         constexpr int kWPieces = L::kCB / L::kPiece, kWIters = (kWPieces + kTpr - 1) / kTpr;
         constexpr int kQPieces = L::kCE / 16, kQCols = kThreads / kQPieces, kQIters = L::BN / kQCols;
