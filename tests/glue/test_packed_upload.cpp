@@ -1,7 +1,7 @@
 // The upload path of packed weights (Note [packed weights],
 // kernels/host/packed.h) through ggml's public API, as llama.cpp drives it: a
 // buffer of the host device's own type marked for weights packs Q4_0/Q8_0
-// tensors written whole, get_tensor returns the original bytes, a partial
+// (and Q4_K/Q6_K) tensors written whole, get_tensor returns the original bytes, a partial
 // write restores the original layout, and products are unchanged.
 #include <gtest/gtest.h>
 
@@ -78,6 +78,41 @@ std::vector<char> get(const ggml_tensor * t, size_t offset, size_t size) {
 
 bool same(const std::vector<char> & a, const char * b) { return std::memcmp(a.data(), b, a.size()) == 0; }
 
+// a times n columns of f(step * k) (k the element's index) on `be`, as floats.
+std::vector<float> product(ggml_backend_t be, ggml_tensor * a, int64_t n, float (*f)(float), float step) {
+    ggml_init_params ip = {64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, a->ne[0], n);
+    ggml_tensor * y = ggml_mul_mat(ctx, a, x);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, y);
+    ggml_backend_buffer_t abuf = ggml_backend_alloc_ctx_tensors(ctx, be);
+    std::vector<float> xv(size_t(ggml_nelements(x)));
+    for (size_t k = 0; k < xv.size(); ++k) xv[k] = f(step * float(k));
+    ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+    std::vector<float> out;
+    if (ggml_backend_graph_compute(be, g) == GGML_STATUS_SUCCESS) {
+        out.resize(size_t(ggml_nelements(y)));
+        ggml_backend_tensor_get(y, out.data(), 0, out.size() * sizeof(float));
+    }
+    ggml_backend_buffer_free(abuf);
+    ggml_free(ctx);
+    return out;
+}
+
+float sin_f(float v) { return std::sin(v); }
+float cos_f(float v) { return std::cos(v); }
+
+// Both products computed, of one size, and equal to float rounding (the
+// packed kernels sum in another order).
+void expect_close(const std::vector<float> & got, const std::vector<float> & want, const char * what) {
+    ASSERT_FALSE(want.empty()) << what << ": the graph failed";
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t k = 0; k < got.size(); ++k) {
+        EXPECT_NEAR(got[k], want[k], 1e-5f * (1.0f + std::fabs(want[k]))) << what << " " << k;
+    }
+}
+
 } // namespace
 
 TEST(PackedUpload, WeightBufferPacksAndReadsBackOriginalBytes) {
@@ -134,29 +169,8 @@ TEST(PackedUpload, ProductsMatchUnpackedWeights) {
     ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
     ASSERT_NE(be, nullptr);
     for (bool use_q8 : {false, true}) {
-        std::vector<float> out[2];
-        for (int i = 0; i < 2; ++i) {
-            Weights & w = i == 0 ? wp : wa;
-            ggml_init_params ip = {64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-            ggml_context * ctx = ggml_init(ip);
-            ggml_tensor * a = use_q8 ? w.q8 : w.q4;
-            ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 128, 3);
-            ggml_tensor * y = ggml_mul_mat(ctx, a, x);
-            ggml_cgraph * g = ggml_new_graph(ctx);
-            ggml_build_forward_expand(g, y);
-            ggml_backend_buffer_t abuf = ggml_backend_alloc_ctx_tensors(ctx, be);
-            std::vector<float> xv(128 * 3);
-            for (size_t k = 0; k < xv.size(); ++k) xv[k] = std::sin(0.37f * float(k));
-            ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
-            ASSERT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_SUCCESS);
-            out[i].resize(size_t(ggml_nelements(y)));
-            ggml_backend_tensor_get(y, out[i].data(), 0, out[i].size() * sizeof(float));
-            ggml_backend_buffer_free(abuf);
-            ggml_free(ctx);
-        }
-        for (size_t k = 0; k < out[0].size(); ++k) {
-            EXPECT_NEAR(out[0][k], out[1][k], 1e-5f * (1.0f + std::fabs(out[1][k]))) << (use_q8 ? "q8_0 " : "q4_0 ") << k;
-        }
+        expect_close(product(be, use_q8 ? wp.q8 : wp.q4, 3, sin_f, 0.37f), product(be, use_q8 ? wa.q8 : wa.q4, 3, sin_f, 0.37f),
+                     use_q8 ? "q8_0" : "q4_0");
     }
     ggml_backend_free(be);
 }
@@ -173,29 +187,47 @@ TEST(PackedUpload, WeightsWrittenDirectlyArePackedByTheFirstGraph) {
     ASSERT_EQ(packed::packed_of(w.q4), nullptr);
     std::memcpy(w.q4->data, w.q4_bytes.data(), w.q4_bytes.size());
     ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
-    std::vector<float> out[2];
-    for (int i = 0; i < 2; ++i) {
-        ggml_init_params ip = {64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-        ggml_context * ctx = ggml_init(ip);
-        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 128, 2);
-        ggml_tensor * y = ggml_mul_mat(ctx, i == 0 ? w.q4 : ref.q4, x);
-        ggml_cgraph * g = ggml_new_graph(ctx);
-        ggml_build_forward_expand(g, y);
-        ggml_backend_buffer_t abuf = ggml_backend_alloc_ctx_tensors(ctx, be);
-        std::vector<float> xv(256);
-        for (size_t k = 0; k < xv.size(); ++k) xv[k] = std::cos(0.11f * float(k));
-        ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
-        ASSERT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_SUCCESS);
-        out[i].resize(size_t(ggml_nelements(y)));
-        ggml_backend_tensor_get(y, out[i].data(), 0, out[i].size() * sizeof(float));
-        ggml_backend_buffer_free(abuf);
-        ggml_free(ctx);
-    }
+    const std::vector<float> got = product(be, w.q4, 2, cos_f, 0.11f), want = product(be, ref.q4, 2, cos_f, 0.11f);
     EXPECT_NE(packed::packed_of(w.q4), nullptr);
     EXPECT_EQ(packed::packed_of(ref.q4), nullptr);  // not a weight buffer
     EXPECT_TRUE(same(get(w.q4, 0, w.q4_bytes.size()), w.q4_bytes.data()));
-    for (size_t k = 0; k < out[0].size(); ++k) {
-        EXPECT_NEAR(out[0][k], out[1][k], 1e-5f * (1.0f + std::fabs(out[1][k]))) << k;
+    expect_close(got, want, "q4_0 written directly");
+    ggml_backend_free(be);
+}
+
+// The K formats through the same path: a weight buffer packs Q4_K and Q6_K
+// written whole, reads back the original bytes (whole and across a block
+// boundary), and multiplies as the same bytes unpacked do.
+TEST(PackedUpload, KFormatsPackReadBackAndMultiplyAsUnpacked) {
+    ggml_backend_dev_t dev = host0();
+    ASSERT_NE(dev, nullptr);
+    ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
+    ASSERT_NE(be, nullptr);
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+        const char * name = ggml_type_name(t);
+        const std::vector<char> bytes = quantized(t, 512, 16, 9);
+        ggml_tensor * ts[2] = {};
+        ggml_backend_buffer_t bufs[2] = {};
+        ggml_context * ctxs[2] = {};
+        for (int i = 0; i < 2; ++i) {  // 0: weights (packed), 1: a compute buffer (as written)
+            ggml_init_params ip = {2 * ggml_tensor_overhead(), nullptr, true};
+            ctxs[i] = ggml_init(ip);
+            ts[i] = ggml_new_tensor_2d(ctxs[i], t, 512, 16);
+            bufs[i] = ggml_backend_alloc_ctx_tensors_from_buft(ctxs[i], ggml_backend_dev_buffer_type(dev));
+            ggml_backend_buffer_set_usage(bufs[i], i == 0 ? GGML_BACKEND_BUFFER_USAGE_WEIGHTS : GGML_BACKEND_BUFFER_USAGE_ANY);
+            ggml_backend_tensor_set(ts[i], bytes.data(), 0, bytes.size());
+        }
+        EXPECT_NE(packed::packed_of(ts[0]), nullptr) << name;
+        EXPECT_EQ(packed::packed_of(ts[1]), nullptr) << name;
+        EXPECT_NE(std::memcmp(ts[0]->data, bytes.data(), bytes.size()), 0) << name << ": stored packed";
+        EXPECT_TRUE(same(get(ts[0], 0, bytes.size()), bytes.data())) << name;
+        const size_t bs = ggml_type_size(t), at = ts[0]->nb[1] * 3 + bs - 5;
+        EXPECT_TRUE(same(get(ts[0], at, bs + 9), bytes.data() + at)) << name;
+        expect_close(product(be, ts[0], 3, sin_f, 0.23f), product(be, ts[1], 3, sin_f, 0.23f), name);
+        for (int i = 0; i < 2; ++i) {
+            ggml_backend_buffer_free(bufs[i]);
+            ggml_free(ctxs[i]);
+        }
     }
     ggml_backend_free(be);
 }
