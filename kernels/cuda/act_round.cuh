@@ -83,10 +83,11 @@ __global__ void act_round_kernel(Shape b, const char * bd, Out out, int64_t n_gr
             amax = fmaxf(amax, fabsf(x[j]));
         }
         amax = warp_max(amax);
-        const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+        const Act32Scale s32 = act32_scale(amax);
+        const float id = s32.id;
         float d;
         if constexpr (G == 32) {
-            d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+            d = s32.d;
         } else {
             d = id != 0.0f ? __fdiv_rn(1.0f, id) : 0.0f;
         }
@@ -151,12 +152,11 @@ __global__ void quantize_act_kernel(Shape b, const char * bd, QuantOut out, uint
         float amax = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
 #pragma unroll
         for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-        const float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+        const Act32Scale s = act32_scale(amax);
         int q[4], sum = 0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            q[j] = __float2int_rn(__fmul_rn(x[j], id));
+            q[j] = __float2int_rn(__fmul_rn(x[j], s.id));
             sum += q[j];
         }
 #pragma unroll
@@ -164,7 +164,7 @@ __global__ void quantize_act_kernel(Shape b, const char * bd, QuantOut out, uint
         if (live) {
             *reinterpret_cast<uint32_t *>(out.q + lin) = uint32_t(q[0] & 0xff) | uint32_t(q[1] & 0xff) << 8 |
                                                          uint32_t(q[2] & 0xff) << 16 | uint32_t(q[3] & 0xff) << 24;
-            if (sub == 0) out.ds[lin / 32] = make_float2(d, d * float(sum));
+            if (sub == 0) out.ds[lin / 32] = make_float2(s.d, s.d * float(sum));
         }
     }
 }

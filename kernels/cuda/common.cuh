@@ -161,18 +161,26 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// The rounding of a 32-group of the integer kernels' activations
+// (act_round.cuh) from the group's max |x|: codes are rint(x * id), the scale
+// kept for them d. The one statement of it for every kernel that writes them.
+struct Act32Scale {
+    float id, d;
+};
+__device__ __forceinline__ Act32Scale act32_scale(float amax) {
+    return {amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f, __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)))};
+}
+
 // A 32-group of the integer kernels' activations held by a whole warp, one
 // value per lane, quantized as quantize_act does (act_round.cuh): the lane's
 // code goes to *q, and lane 0 stores {d, d * sum of the codes} at *ds. For
 // the producers that write the next product's quantized input themselves.
 __device__ __forceinline__ void quantize_warp32(float x, int8_t * q, float2 * ds) {
-    const float amax = warp_max(fabsf(x));
-    const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-    const float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
-    const int code = __float2int_rn(__fmul_rn(x, id));
+    const Act32Scale s = act32_scale(warp_max(fabsf(x)));
+    const int code = __float2int_rn(__fmul_rn(x, s.id));
     *q = int8_t(code);
     const int sum = warp_sum(code);
-    if ((threadIdx.x & 31u) == 0) *ds = make_float2(d, d * float(sum));
+    if ((threadIdx.x & 31u) == 0) *ds = make_float2(s.d, s.d * float(sum));
 }
 
 template <typename T> __device__ __forceinline__ T block_sum(T v, T * scratch) {
