@@ -1,4 +1,4 @@
-// Packed Q4_0/Q8_0/Q4_K/Q6_K MUL_MAT tiles at the x86-64-v3 level
+// Packed Q4_0/Q8_0/Q4_K/Q5_K/Q6_K MUL_MAT tiles at the x86-64-v3 level
 // (mul_mat_x8.h, mul_mat_x8_k.h), and the choice of level for them (isa.h).
 //
 // AVX2 has no 8-bit dot product into int32: maddubs gives pairs in int16 and
@@ -28,13 +28,15 @@ struct OpsAvx2 {
         return _mm256_add_epi32(s, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
     }
     static __m256i finish_s(__m256i s) { return s; }
-    // Q4_K's sub-block of 8 words accumulates like Q4_0's block (the bound
-    // above) and is widened by the madd that applies its scale. Q6_K's codes
-    // reach 63: a maddubs lane is at most 2 * 63 * 128 = 16128, so a lane
-    // holds the pairs of 2 words (32256) and a run of 16 elements (4 words)
-    // is widened twice.
+    // The K formats' int16 lanes are widened by the madd that applies a
+    // sub-block's scale. A word adds 2 products of a code (0..m) and an
+    // activation byte to a lane, at most 2 * m * 128, so the lane holds
+    // 32767 / (256 m) words without saturating: Q4_K's 8 (a sub-block
+    // accumulates like Q4_0's block), Q5_K's 4 (31744: its sub-block is
+    // widened twice) and Q6_K's 2 (32256: its runs of 16 elements, 4 words,
+    // twice).
     static __m256i scale_k(__m256i s, __m256i sc, int j) { return _mm256_madd_epi16(s, lane_bytes(sc, j, j)); }
-    static constexpr int kQ6Run = 2;
+    static constexpr int sum_words(int m) { return 32767 / (256 * m); }
 };
 
 } // namespace

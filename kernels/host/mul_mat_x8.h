@@ -21,7 +21,7 @@
 // dot_s(s, |x|, x, y) signed x times signed y (Q8_0), finish_u/finish_s turn
 // the accumulator into 8 int32 sums, scale_k(s, sc, j) turns dot_u's
 // accumulator into 8 int32 sums times the signed byte j of each lane of sc
-// (Q4_K, Q6_K), kQ6Run is how many words of Q6_K's 6-bit codes dot_u may
+// (Q4_K, Q5_K, Q6_K), sum_words(m) is how many words of codes 0..m dot_u may
 // sum before scale_k.
 #pragma once
 

@@ -1,9 +1,9 @@
-// The MUL_MAT tile kernels for packed Q4_K and Q6_K weights (Note [packed
-// weights], packed.h), over the same per-level "Ops" and SI_X8_TARGET as the
-// 32-element formats' (mul_mat_x8.h, which this includes), and the table of
-// packed tile kernels of one level. Both take the activation's 256-element
-// groups (Note [activation blocks], vec_dot.h): codes y, scale dy, and the
-// int16 sums of every 16 codes (Act::sums).
+// The MUL_MAT tile kernels for packed Q4_K, Q5_K and Q6_K weights (Note
+// [packed weights], packed.h), over the same per-level "Ops" and
+// SI_X8_TARGET as the 32-element formats' (mul_mat_x8.h, which this
+// includes), and the table of packed tile kernels of one level. All take
+// the activation's 256-element groups (Note [activation blocks], vec_dot.h):
+// codes y, scale dy, and the int16 sums of every 16 codes (Act::sums).
 //
 // A Q4_K row of one super-block is
 //     d * sum_j sc_j * dot(q_j, y_j) - dmin * sum_j m_j * sum(y_j)
@@ -15,6 +15,9 @@
 // multiplies it by sc_j of each lane into int32. The minimum needs no weight
 // work beyond the scales: m_j of each lane, as two int16, times two adjacent
 // 16-element activation sums by one madd is m_j * sum(y_j).
+// A Q5_K row is Q4_K's with 5-bit codes q_j: the nibble and, as bit 4, a bit
+// of the qh word that serves word w of all 8 sub-blocks; everything else is
+// Q4_K's (one body, group_k_min).
 // A Q6_K row of one super-block is
 //     d * (sum_k sc_k * dot(q_k, y_k) - 32 * sum_k sc_k * sum(y_k))
 // over its 16 runs k of 16 elements (int8 sc_k, 6-bit codes q_k 0..63 for
@@ -24,10 +27,12 @@
 // with the two int16 of a lane being sc_2j and sc_2j+1.
 // Every sum is an exact integer at every level; the float operations per row
 // and super-block are, in the order of mul_mat_q.cpp's unpacked kernels,
-//     Q4_K: acc = fma(-float(mins), dmin * dy, acc); acc = fma(float(isum), d * dy, acc)
+//     Q4_K, Q5_K: acc = fma(-float(mins), dmin * dy, acc); acc = fma(float(isum), d * dy, acc)
 //     Q6_K: acc = fma(float(isum - 32 * offset), d * dy, acc)
 // so results do not depend on the level.
 #pragma once
+
+#include <algorithm>
 
 #include "kernels/host/mul_mat_x8.h"
 
@@ -41,6 +46,14 @@ struct X8Q4_K {
     static constexpr size_t kDmin   = 2 * packed::kRows;
     static constexpr size_t kScales = 4 * packed::kRows;
     static constexpr size_t kQuants = kScales + 3 * 32;
+};
+
+// Block8 of Q5_K (packed.h): Q4_K's d, dmin and scale words at the same
+// offsets (k_scales reads either), then 8 qh words, then the 32 quant words.
+struct X8Q5_K {
+    static constexpr size_t kBlock8 = packed::kRows * 176;
+    static constexpr size_t kQh     = X8Q4_K::kQuants;
+    static constexpr size_t kQuants = kQh + 8 * 32;
 };
 
 // Block8 of Q6_K (packed.h): 32 ql words, 16 qh words, 4 scale words, d[8].
@@ -103,6 +116,35 @@ SI_X8_TARGET inline __m256i q4_codes(const uint8_t * p, bool high) {
     return _mm256_and_si256(high ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
 }
 
+// The 5-bit codes of 4 elements of 8 rows in Q5_K's sub-block j: the nibbles
+// of quant word q as Q4_K's, and bit j of each byte of qh word h moved to bit
+// 4. After the 16-bit shift by 4 - j (-3..4), bit 4 of each byte is bit j of
+// that same byte, so the mask takes nothing from its neighbour.
+SI_X8_TARGET inline __m256i q5_codes(const uint8_t * q, const uint8_t * h, int j) {
+    const __m256i raw = load_w(h);
+    const __m256i hb  = j < 4 ? _mm256_slli_epi16(raw, 4 - j) : _mm256_srli_epi16(raw, j - 4);
+    return _mm256_or_si256(q4_codes(q, j % 2), _mm256_and_si256(hb, _mm256_set1_epi8(0x10)));
+}
+
+// The two formats of group_k_min: their block8's size, their largest code
+// (it bounds how many words the 256-bit level may sum in int16,
+// Ops::sum_words), and word w (0..7) of sub-block j's codes.
+struct KQ4_K {
+    static constexpr size_t kBlock8  = X8Q4_K::kBlock8;
+    static constexpr int    kMaxCode = 15;
+    SI_X8_TARGET static __m256i codes(const uint8_t * blk, int j, int w) {
+        return q4_codes(blk + X8Q4_K::kQuants + 32 * (8 * (j / 2) + w), j % 2);
+    }
+};
+
+struct KQ5_K {
+    static constexpr size_t kBlock8  = X8Q5_K::kBlock8;
+    static constexpr int    kMaxCode = 31;
+    SI_X8_TARGET static __m256i codes(const uint8_t * blk, int j, int w) {
+        return q5_codes(blk + X8Q5_K::kQuants + 32 * (8 * (j / 2) + w), blk + X8Q5_K::kQh + 32 * w, j);
+    }
+};
+
 // The 6-bit codes of 4 elements of 8 rows in run t (0..3) of a Q6_K half:
 // the low (t < 2) or high nibbles of the ql word, bits 2t, 2t + 1 of the qh
 // word's bytes above them.
@@ -133,26 +175,32 @@ SI_X8_TARGET inline void k_group(const QTile & t, int64_t r0, int64_t cl0, Super
     V::store(t, r0, cl0, acc);
 }
 
-template <class V>
-SI_X8_TARGET void group_q4_K(const QTile & t, int64_t r0, int64_t cl0) {
+// Q4_K and Q5_K (K, one of KQ4_K and KQ5_K).
+template <class V, class K>
+SI_X8_TARGET void group_k_min(const QTile & t, int64_t r0, int64_t cl0) {
     using I = typename V::I;
-    k_group<V, X8Q4_K::kBlock8>(t, r0, cl0, [](const V & v, const uint8_t * blk, int64_t b, typename V::F * acc) SI_X8_TARGET {
+    k_group<V, K::kBlock8>(t, r0, cl0, [](const V & v, const uint8_t * blk, int64_t b, typename V::F * acc) SI_X8_TARGET {
+        // Words of a sub-block summed before its scale applies: all 8, but
+        // for Q5_K's codes at the 256-bit level 4 (Ops::sum_words).
+        constexpr int kRun = std::min(8, V::sum_words(K::kMaxCode));
         const KScales k = k_scales(blk);
         const I sc[2] = {V::lanes(k.sc[0]), V::lanes(k.sc[1])};
         const I mn[2] = {V::lanes(k.mn[0]), V::lanes(k.mn[1])};
-        const uint8_t * qw = blk + X8Q4_K::kQuants;
         I isum[V::N] = {};
         // Unrolled so that j, and with it every shift and shuffle mask, is a constant.
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-            I s[V::N] = {};
+#pragma GCC unroll 2
+            for (int w0 = 0; w0 < 8; w0 += kRun) {
+                I s[V::N] = {};
 #pragma GCC unroll 8
-            for (int w = 0; w < 8; ++w) {
-                const I x = V::lanes(q4_codes(qw + 32 * (8 * (j / 2) + w), j % 2));
+                for (int w = w0; w < w0 + kRun; ++w) {
+                    const I x = V::lanes(K::codes(blk, j, w));
 #pragma GCC unroll 4
-                for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
+                    for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
+                }
+                for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], sc[j / 4], j % 4);
             }
-            for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], sc[j / 4], j % 4);
         }
         const typename V::F d = V::halves(blk), dmin = V::halves(blk + X8Q4_K::kDmin);
 #pragma GCC unroll 4
@@ -175,19 +223,22 @@ SI_X8_TARGET void group_q6_K(const QTile & t, int64_t r0, int64_t cl0) {
         for (size_t l = 0; l < X8Q6_K::kBlock8; l += 64) _mm_prefetch(reinterpret_cast<const char *>(blk + X8Q6_K::kBlock8 + l), _MM_HINT_T0);
         I sc[4];  // lane r: row r's scales 4u..4u+3
         for (int u = 0; u < 4; ++u) sc[u] = V::lanes(load_w(blk + X8Q6_K::kScales + 32 * u));
+        // Words of a 16-element run (its scale's reach) summed before the
+        // scale applies: 4, or 2 at the 256-bit level (Ops::sum_words).
+        constexpr int kRun = std::min(4, V::sum_words(63));
         I isum[V::N] = {};
         // Sub-block j is run t = j % 4 of half h = j / 4 (packed.h); unrolled
         // so that every shift and shuffle mask is a constant.
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
             const int h = j / 4, tr = j % 4;
-            // Words w0.. of the sub-block, V::kQ6Run of them summed before
-            // their scale applies (the 16-element run k = 2j + w0 / 4).
+            // Words w0.. of the sub-block, kRun of them (of the 16-element
+            // run k = 2j + w0 / 4).
 #pragma GCC unroll 8
-            for (int w0 = 0; w0 < 8; w0 += V::kQ6Run) {
+            for (int w0 = 0; w0 < 8; w0 += kRun) {
                 I s[V::N] = {};
 #pragma GCC unroll 4
-                for (int w = w0; w < w0 + V::kQ6Run; ++w) {
+                for (int w = w0; w < w0 + kRun; ++w) {
                     const I x = V::lanes(q6_codes(blk + 32 * (16 * h + 8 * (tr % 2) + w), blk + X8Q6_K::kQh + 32 * (8 * h + w), tr));
 #pragma GCC unroll 4
                     for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
@@ -211,8 +262,7 @@ template <class Ops, int C>
 struct KCols {
     using I = __m256i;
     using F = __m256;
-    static constexpr int N      = C;
-    static constexpr int kQ6Run = Ops::kQ6Run;
+    static constexpr int N = C;
     Cols<C>         y;
     const int16_t * ys[C];  // the 16-element sums
 
@@ -220,6 +270,7 @@ struct KCols {
         for (int c = 0; c < C; ++c) ys[c] = t.act.sums + (t.c0 + cl0 + c) * (t.act.K / 2);
     }
     SI_X8_TARGET static I lanes(__m256i v) { return v; }
+    static constexpr int sum_words(int max_code) { return Ops::sum_words(max_code); }
     // Word w of 32-element block b32 of column c against x, into s.
     SI_X8_TARGET I dot(I s, I x, int c, int64_t b32, int w) const {
         s = Ops::dot_u(s, x, bcast4(y.q[c] + 32 * b32 + 4 * w));
@@ -261,7 +312,12 @@ struct KCols {
 // The bodies as types, for the tile functions of either width.
 struct BodyQ4_K {
     template <class V>
-    SI_X8_TARGET static void run(const QTile & t, int64_t r0, int64_t cl0) { group_q4_K<V>(t, r0, cl0); }
+    SI_X8_TARGET static void run(const QTile & t, int64_t r0, int64_t cl0) { group_k_min<V, KQ4_K>(t, r0, cl0); }
+};
+
+struct BodyQ5_K {
+    template <class V>
+    SI_X8_TARGET static void run(const QTile & t, int64_t r0, int64_t cl0) { group_k_min<V, KQ5_K>(t, r0, cl0); }
 };
 
 struct BodyQ6_K {
@@ -283,6 +339,7 @@ QTileFn x8_tile(ggml_type type) {
         case GGML_TYPE_Q4_0: return tile_x8<Ops, X8Q4_0>;
         case GGML_TYPE_Q8_0: return tile_x8<Ops, X8Q8_0>;
         case GGML_TYPE_Q4_K: return tile_x8_k<Ops, BodyQ4_K>;
+        case GGML_TYPE_Q5_K: return tile_x8_k<Ops, BodyQ5_K>;
         case GGML_TYPE_Q6_K: return tile_x8_k<Ops, BodyQ6_K>;
         default:             return nullptr;
     }

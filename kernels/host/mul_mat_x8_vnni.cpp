@@ -1,4 +1,4 @@
-// Packed Q4_0/Q8_0/Q4_K/Q6_K MUL_MAT tiles at the AVX-512 VNNI level
+// Packed Q4_0/Q8_0/Q4_K/Q5_K/Q6_K MUL_MAT tiles at the AVX-512 VNNI level
 // (mul_mat_x8.h, mul_mat_x8_k.h):
 // vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds them into
 // each int32 lane in one instruction, where AVX2 needs maddubs, an int16 add
@@ -22,11 +22,14 @@
 // 250 against 194; with the pairs broadcast from the columns instead of the
 // interleaved copy, 229 and 223. Q8_0's signed weights go through |x| and the
 // activation negated where x < 0 (AVX-512 has no byte sign instruction; the
-// same bytes as vpsignb gives). Q4_K and Q6_K run the kernel bodies of
+// same bytes as vpsignb gives). Q4_K, Q5_K and Q6_K run the kernel bodies of
 // mul_mat_x8_k.h on this width (KPairs): a sub-block's (Q6_K: a 16-element
 // run's) sums times its scales by vpmulld, the activation sums for the
 // minimum or offset broadcast as pairs like the codes; 1B Q4_K_M (its Q4_K
-// matrices packed, the rest not) 255 against 150 t/s.
+// matrices packed, the rest not) 255 against 150 t/s; 1B Q5_K_M on an AMD
+// EPYC (Zen 4), pp64 with its Q5_K matrices packed against unpacked (its
+// Q6_K ones packed both times), 197-201 against 97-111 t/s (the 256-bit
+// kernels: 162 against 105).
 // A column left over runs on the 256-bit kernel.
 // Only reached when isa::level() says the CPU has it (mul_mat_x8.cpp).
 //
@@ -54,7 +57,8 @@ struct OpsVnni {
     }
     SI_X8_TARGET static __m256i finish_s(__m256i s) { return s; }
     SI_X8_TARGET static __m256i scale_k(__m256i s, __m256i sc, int j) { return _mm256_mullo_epi32(s, lane_byte32(sc, j)); }
-    static constexpr int kQ6Run = 4;  // a Q6_K run of 16 elements: its scale applies to exact int32 sums
+    // dpbusd sums in int32 exactly: any run of a super-block's 64 words.
+    static constexpr int sum_words(int) { return 64; }
 };
 
 SI_X8_TARGET inline void chain512(__m512i & v) { __asm__("" : "+v"(v)); }
@@ -200,14 +204,14 @@ template <int NP>
 struct KPairs : Pairs<NP> {
     using I = __m512i;
     using F = __m512;
-    static constexpr int N      = NP;
-    static constexpr int kQ6Run = 4;  // dpbusd sums exactly in int32
+    static constexpr int N = NP;
     const int16_t * ys[2 * NP];  // the 16-element sums
 
     SI_X8_TARGET KPairs(const QTile & t, int64_t cl0) : Pairs<NP>(t, cl0, 256) {
         for (int c = 0; c < 2 * NP; ++c) ys[c] = t.act.sums + (t.c0 + cl0 + c) * (t.act.K / 2);
     }
     SI_X8_TARGET static I lanes(__m256i v) { return dup_lanes(v); }
+    static constexpr int sum_words(int) { return 64; }  // dpbusd sums in int32 exactly
     SI_X8_TARGET I dot(I s, I x, int i, int64_t b32, int w) const {
         s = _mm512_dpbusd_epi32(s, x, this->codes(i, b32, w));
         chain512(s);
@@ -282,6 +286,7 @@ QTileFn x8_tile_vnni(ggml_type type) {
         case GGML_TYPE_Q4_0: return tile_x8_pairs<X8Q4_0>;
         case GGML_TYPE_Q8_0: return tile_x8_pairs<X8Q8_0>;
         case GGML_TYPE_Q4_K: return tile_k_pairs<BodyQ4_K>;
+        case GGML_TYPE_Q5_K: return tile_k_pairs<BodyQ5_K>;
         case GGML_TYPE_Q6_K: return tile_k_pairs<BodyQ6_K>;
         default:             return nullptr;
     }

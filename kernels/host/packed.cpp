@@ -32,6 +32,7 @@ const Format kFormats[] = {
     {{GGML_TYPE_Q4_0, "q4_0x8"}, {{2, 1}, {4, 4}}},   // d; 16 bytes of nibbles
     {{GGML_TYPE_Q8_0, "q8_0x8"}, {{2, 1}, {4, 8}}},   // d; 32 codes
     {{GGML_TYPE_Q4_K, "q4_Kx8"}, {{2, 2}, {4, 35}}},  // d, dmin; 12 scale bytes, 128 of nibbles
+    {{GGML_TYPE_Q5_K, "q5_Kx8"}, {{2, 2}, {4, 43}}},  // d, dmin; 12 scale bytes, 32 of qh, 128 of nibbles
     {{GGML_TYPE_Q6_K, "q6_Kx8"}, {{4, 52}, {2, 1}}},  // 128 ql, 64 qh, 16 scales; d
 };
 

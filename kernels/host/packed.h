@@ -2,14 +2,14 @@
 // upload path, the readers of a weight and the MUL_MAT kernels share.
 //
 // Note [packed weights]
-// A Q4_0, Q8_0, Q4_K or Q6_K weight matrix uploaded into a host device's own
-// buffer for weights (ggml_backend_buffer_set_usage(..., WEIGHTS), llama.cpp's
-// model buffers) is stored in groups of 8 rows: the 8 rows' blocks b sit
-// together as one "block8". A block is described as runs of equal units
-// (packed.cpp, kFormats): 2-byte half scales, or 4-byte words. The unit of u
-// bytes at block offset i becomes the 8 rows' units side by side at block8
-// offset 8i, row r's at 8i + u * r: a 4-byte word w of the block becomes a
-// 32-byte word holding word w of every row.
+// A Q4_0, Q8_0, Q4_K, Q5_K or Q6_K weight matrix uploaded into a host
+// device's own buffer for weights (ggml_backend_buffer_set_usage(...,
+// WEIGHTS), llama.cpp's model buffers) is stored in groups of 8 rows: the 8
+// rows' blocks b sit together as one "block8". A block is described as runs
+// of equal units (packed.cpp, kFormats): 2-byte half scales, or 4-byte
+// words. The unit of u bytes at block offset i becomes the 8 rows' units side
+// by side at block8 offset 8i, row r's at 8i + u * r: a 4-byte word w of the
+// block becomes a 32-byte word holding word w of every row.
 //   Q4_0 (18 bytes): d; 4 words, the low nibbles of word w are elements
 //     4w..4w+3 and its high nibbles elements 16+4w..;
 //   Q8_0 (34): d; 8 words, elements 4w..4w+3;
@@ -18,6 +18,12 @@
 //     and masks, once per super-block); 32 words of quants, word 3 + 8i + w
 //     holding in its low nibbles elements 64i + 4w.. (sub-block 2i) and in
 //     its high nibbles 64i + 32 + 4w.. (sub-block 2i + 1);
+//   Q5_K (176): d, dmin; the 3 scale words as Q4_K's; 8 words of qh, word
+//     3 + w holding at bit j of its byte e the fifth bit of element
+//     32j + 4w + e (sub-block j, j < 8), so one qh word serves word w of
+//     every sub-block; 32 words of nibbles, word 11 + 8i + w holding
+//     elements 64i + 4w.. (low) and 64i + 32 + 4w.. (high) as Q4_K's word
+//     3 + 8i + w does;
 //   Q6_K (210, its d last): 32 words of ql, 16 of qh, 4 of the 16 int8
 //     scales (word k: scales 4k..4k+3, one per 16 elements); then d, whose 2
 //     bytes end the block (210 is no multiple of 4), its 8 copies the last

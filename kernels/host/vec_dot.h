@@ -19,7 +19,7 @@
 // The packed kernels (Note [packed weights], packed.h) take the same
 // activations plus q8sum = 8 * sum(q) per 32-group, as int32: the Q4_0 offset
 // of 8 is then one integer subtraction per block for 8 rows at once (packed
-// Q4_K and Q6_K need nothing more than the 256 format's 16-element sums).
+// Q4_K, Q5_K and Q6_K need nothing more than the 256 format's 16-element sums).
 // Two group sizes, as in ggml (quant::act_group, from the type list in quants.h):
 //   32  for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (one weight block, one group) and the
 //       32-group types in integer form (IQ4_NL MXFP4 NVFP4 Q1_0 Q2_0), with

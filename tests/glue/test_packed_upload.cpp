@@ -1,8 +1,9 @@
 // The upload path of packed weights (Note [packed weights],
 // kernels/host/packed.h) through ggml's public API, as llama.cpp drives it: a
 // buffer of the host device's own type marked for weights packs Q4_0/Q8_0
-// (and Q4_K/Q6_K) tensors written whole, get_tensor returns the original bytes, a partial
-// write restores the original layout, and products are unchanged.
+// (and Q4_K/Q5_K/Q6_K) tensors written whole, get_tensor returns the original
+// bytes, a partial write restores the original layout, and products are
+// unchanged.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -195,15 +196,15 @@ TEST(PackedUpload, WeightsWrittenDirectlyArePackedByTheFirstGraph) {
     ggml_backend_free(be);
 }
 
-// The K formats through the same path: a weight buffer packs Q4_K and Q6_K
-// written whole, reads back the original bytes (whole and across a block
+// The K formats through the same path: a weight buffer packs Q4_K, Q5_K and
+// Q6_K written whole, reads back the original bytes (whole and across a block
 // boundary), and multiplies as the same bytes unpacked do.
 TEST(PackedUpload, KFormatsPackReadBackAndMultiplyAsUnpacked) {
     ggml_backend_dev_t dev = host0();
     ASSERT_NE(dev, nullptr);
     ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
     ASSERT_NE(be, nullptr);
-    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
         const char * name = ggml_type_name(t);
         const std::vector<char> bytes = quantized(t, 512, 16, 9);
         ggml_tensor * ts[2] = {};

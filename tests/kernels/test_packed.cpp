@@ -4,9 +4,9 @@
 //
 // The packed MUL_MAT must give, per row, exactly the float operations of a
 // sequential block loop acc = fma(float(isum), d_w * d_y, acc) over the same
-// int8 activations (the order of ggml-cpu's interleaved Q4_0 kernel; Q4_K:
-// the minimum's term first, Q6_K: the offset inside the integer sum,
-// mul_mat_x8_k.h), at every level the CPU has;
+// int8 activations (the order of ggml-cpu's interleaved Q4_0 kernel; Q4_K
+// and Q5_K: the minimum's term first, Q6_K: the offset inside the integer
+// sum, mul_mat_x8_k.h), at every level the CPU has;
 // every other reader of a packed weight must see the original rows.
 #include <gtest/gtest.h>
 
@@ -32,7 +32,7 @@ namespace isa    = kernels::host::isa;
 
 namespace {
 
-const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 
 // n blocks of type t, in elements.
 int64_t blocks(ggml_type t, int64_t n) { return n * ggml_blck_size(t); }
@@ -112,23 +112,43 @@ float sequential_dot_k(const char * row, const float * x, int64_t K, SuperBlock 
     return acc;
 }
 
-float sequential_dot_q4_K(const char * row, const float * x, int64_t K) {
-    return sequential_dot_k<quant::BlockQ4_K>(row, x, K, [](const quant::BlockQ4_K & blk, const Act256 & y, size_t b, float acc) {
+// Q4_K and Q5_K: element k of sub-block j has the code code(blk, j, k), and
+// sub-block j the 6-bit scale and minimum j of the 12 packed bytes.
+template <class Block, class Code>
+float sequential_dot_k_min(const char * row, const float * x, int64_t K, Code code) {
+    return sequential_dot_k<Block>(row, x, K, [&](const Block & blk, const Act256 & y, size_t b, float acc) {
         int32_t isum = 0, mins = 0;
         for (size_t j = 0; j < 8; ++j) {
             int sc, m;
             quant::k_scale_min(blk.scales, int(j), sc, m);
             int32_t dot = 0;
-            for (size_t k = 0; k < 32; ++k) {
-                const uint8_t byte = blk.qs[32 * (j / 2) + k];
-                dot += (j % 2 ? byte >> 4 : byte & 15) * y.q[256 * b + 32 * j + k];
-            }
+            for (size_t k = 0; k < 32; ++k) dot += code(blk, j, k) * y.q[256 * b + 32 * j + k];
             isum += sc * dot;
             mins += m * (y.bs[16 * b + 2 * j] + y.bs[16 * b + 2 * j + 1]);
         }
         const float dy = y.d[b];
         acc = std::fma(-float(mins), num::fp16_to_f32(blk.dmin) * dy, acc);
         return std::fma(float(isum), num::fp16_to_f32(blk.d) * dy, acc);
+    });
+}
+
+// The nibble of element k of sub-block j: sub-blocks 2i and 2i + 1 share the
+// 32 bytes qs[32i..], low and high nibbles.
+template <class Block>
+int k_nibble(const Block & blk, size_t j, size_t k) {
+    const uint8_t byte = blk.qs[32 * (j / 2) + k];
+    return j % 2 ? byte >> 4 : byte & 15;
+}
+
+float sequential_dot_q4_K(const char * row, const float * x, int64_t K) {
+    return sequential_dot_k_min<quant::BlockQ4_K>(row, x, K, k_nibble<quant::BlockQ4_K>);
+}
+
+// Q5_K from ggml's definition of the block: Q4_K's nibble, and as its fifth
+// bit bit j of qh[k].
+float sequential_dot_q5_K(const char * row, const float * x, int64_t K) {
+    return sequential_dot_k_min<quant::BlockQ5_K>(row, x, K, [](const quant::BlockQ5_K & blk, size_t j, size_t k) {
+        return k_nibble(blk, j, k) | (((blk.qh[k] >> j) & 1) << 4);
     });
 }
 
@@ -156,6 +176,9 @@ float sequential_dot_q6_K(const char * row, const float * x, int64_t K) {
 float sequential_dot(ggml_type t, const char * row, const float * x, int64_t K) {
     if (t == GGML_TYPE_Q4_K) {
         return sequential_dot_q4_K(row, x, K);
+    }
+    if (t == GGML_TYPE_Q5_K) {
+        return sequential_dot_q5_K(row, x, K);
     }
     if (t == GGML_TYPE_Q6_K) {
         return sequential_dot_q6_K(row, x, K);
@@ -226,8 +249,10 @@ TEST(Packed, OnlyWholeGroupsOfDenseRowsPack) {
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 16)));
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_3d(c.ctx, GGML_TYPE_Q8_0, 64, 8, 3)));
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_K, 512, 8)));
+    EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q5_K, 512, 8)));
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q6_K, 512, 8)));
-    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q5_K, 512, 8)));
+    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q3_K, 512, 8)));
+    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q5_K, 512, 12)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 12)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_1, 64, 16)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 64, 16)));
@@ -316,11 +341,12 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
 
 // The extremes of the K formats against activation codes of +-127: the
 // first group's rows with every code at its maximum (Q4_K: nibbles 15 and
-// 6-bit scales and minimums 63; Q6_K: codes 63, int8 scales -128), the other
-// rows random block bytes, which reach every scale pattern. The AVX2 kernels
-// sum products in int16: Q4_K a sub-block's 16 * 15 * 127 per lane, Q6_K two
-// words' 4 * 63 * 127, which must not saturate, and Q6_K's scales must be
-// sign-extended.
+// 6-bit scales and minimums 63; Q5_K: the same with every qh bit set, codes
+// 31; Q6_K: codes 63, int8 scales -128), the other rows random block bytes,
+// which reach every scale pattern and qh bit. The AVX2 kernels sum products
+// in int16: Q4_K a sub-block's 16 * 15 * 127 per lane, Q5_K half a
+// sub-block's 8 * 31 * 127, Q6_K two words' 4 * 63 * 127, which must not
+// saturate, and Q6_K's scales must be sign-extended.
 void fill_extremes(ggml_type t, void * data, int64_t n_blocks, int64_t n_full) {
     std::mt19937 rng(9);
     auto fill = [&](auto & bytes, bool full, uint8_t max) {
@@ -328,12 +354,18 @@ void fill_extremes(ggml_type t, void * data, int64_t n_blocks, int64_t n_full) {
     };
     for (int64_t i = 0; i < n_blocks; ++i) {
         const bool full = i < n_full;
-        if (t == GGML_TYPE_Q4_K) {
-            auto & blk = static_cast<quant::BlockQ4_K *>(data)[i];
+        auto k_min = [&](auto & blk) {  // Q4_K's fields, which Q5_K has too
             fill(blk.qs, full, 0xff);
             fill(blk.scales, full, 0xff);
             blk.d    = num::f32_to_fp16(0.01f * float(1 + i % 5));
             blk.dmin = num::f32_to_fp16(0.02f * float(1 + i % 3));
+        };
+        if (t == GGML_TYPE_Q4_K) {
+            k_min(static_cast<quant::BlockQ4_K *>(data)[i]);
+        } else if (t == GGML_TYPE_Q5_K) {
+            auto & blk = static_cast<quant::BlockQ5_K *>(data)[i];
+            k_min(blk);
+            fill(blk.qh, full, 0xff);
         } else {
             auto & blk = static_cast<quant::BlockQ6_K *>(data)[i];
             fill(blk.ql, full, 0xff);
@@ -346,7 +378,7 @@ void fill_extremes(ggml_type t, void * data, int64_t n_blocks, int64_t n_full) {
 
 TEST(Packed, MatMulKFormatExtremes) {
     at_every_level([](isa::Level l) {
-        for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+        for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
             Ctx c;
             const int64_t K = 2 * 256, M = 16, N = 5;
             ggml_tensor * a  = ggml_new_tensor_2d(c.ctx, t, K, M);
