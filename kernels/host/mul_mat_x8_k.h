@@ -212,39 +212,81 @@ SI_X8_TARGET void group_k_min(const QTile & t, int64_t r0, int64_t cl0) {
     });
 }
 
+// Note [Q6_K prefetch]
+// A Q6_K body prefetches the whole block8 kQ6Ahead super-blocks ahead into
+// L2 (prefetcht1). Measured on an AMD EPYC (Zen 4), one column from memory
+// (8192x2048, 2 threads): unprefetched 870 us, as slow with only the ql
+// lines or only the qh and scale lines prefetched, so the hardware
+// prefetchers fetch next to nothing of this block8's three streams (Q5_K's,
+// read in address order, needs no help: 190 us); unpacked Q6_K 280 us. The
+// whole next block8 by prefetcht0 gave 490-680 us, and 330-630 at 2 to 6
+// ahead: presumably those prefetches hold the L1's few miss buffers, too few
+// lines in flight to cover the memory's latency. By prefetcht1: 1 ahead
+// 430-500 us, 2 ahead about 310, 4 to 8 ahead 220-250 (Q5_K's bytes per
+// second), at both levels; 64 columns 4.7 against 5.0 ms. Past the group a
+// prefetch reads the next group's block8s (groups are consecutive), past the
+// tensor nothing that can fault (a prefetch never faults).
+constexpr int64_t kQ6Ahead = 4;
+
 template <class V>
 SI_X8_TARGET void group_q6_K(const QTile & t, int64_t r0, int64_t cl0) {
     using I = typename V::I;
     k_group<V, X8Q6_K::kBlock8>(t, r0, cl0, [](const V & v, const uint8_t * blk, int64_t b, typename V::F * acc) SI_X8_TARGET {
-        // The next block8 into cache now: this one is read out of order (ql
-        // and qh words alternate, the scales first), which the hardware
-        // prefetchers do not follow; without it a one-column product from
-        // memory ran at half the speed of the unpacked kernel.
-        for (size_t l = 0; l < X8Q6_K::kBlock8; l += 64) _mm_prefetch(reinterpret_cast<const char *>(blk + X8Q6_K::kBlock8 + l), _MM_HINT_T0);
+        const char * ahead = reinterpret_cast<const char *>(blk + kQ6Ahead * int64_t(X8Q6_K::kBlock8));
+        for (size_t l = 0; l < X8Q6_K::kBlock8; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T1);  // Note [Q6_K prefetch]
         I sc[4];  // lane r: row r's scales 4u..4u+3
         for (int u = 0; u < 4; ++u) sc[u] = V::lanes(load_w(blk + X8Q6_K::kScales + 32 * u));
         // Words of a 16-element run (its scale's reach) summed before the
         // scale applies: 4, or 2 at the 256-bit level (Ops::sum_words).
         constexpr int kRun = std::min(4, V::sum_words(63));
         I isum[V::N] = {};
-        // Sub-block j is run t = j % 4 of half h = j / 4 (packed.h); unrolled
-        // so that every shift and shuffle mask is a constant.
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-            const int h = j / 4, tr = j % 4;
-            // Words w0.. of the sub-block, kRun of them (of the 16-element
-            // run k = 2j + w0 / 4).
-#pragma GCC unroll 8
-            for (int w0 = 0; w0 < 8; w0 += kRun) {
-                I s[V::N] = {};
+        // s[i] += word w of sub-block j (run t of half h, packed.h) times column i.
+        auto word = [&](I * s, int h, int t, int w) SI_X8_TARGET {
+            const I x = V::lanes(q6_codes(blk + 32 * (16 * h + 8 * (t % 2) + w), blk + X8Q6_K::kQh + 32 * (8 * h + w), t));
 #pragma GCC unroll 4
-                for (int w = w0; w < w0 + kRun; ++w) {
-                    const I x = V::lanes(q6_codes(blk + 32 * (16 * h + 8 * (tr % 2) + w), blk + X8Q6_K::kQh + 32 * (8 * h + w), tr));
+            for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + 4 * h + t, w);
+        };
+        // isum += s times the scale of run k (words w0.. of sub-block k / 2).
+        auto scaled = [&](const I * s, int k) SI_X8_TARGET {
+            for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], sc[k / 4], k % 4);
+        };
+        // Both orders unrolled, so that every shift and shuffle mask is a
+        // constant; the integer sums are exact, so their order is free.
+        if constexpr (V::N == 1) {
+            // One column (one pair at 512 bits, Note [column pairs]): word w
+            // of the 4 sub-blocks of a half at once, so ql words 16h + w
+            // (t = 0, 2) and 16h + 8 + w (t = 1, 3) and qh word 8h + w are
+            // each loaded once, every stream in address order; s[t] holds
+            // run 2(4h + t) + w0 / 4. With Note [Q6_K prefetch]'s prefetch
+            // 220-250 us, against 250-310 in the sub-block order below.
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
-                    for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
+                for (int w0 = 0; w0 < 8; w0 += kRun) {
+                    I s[4][1] = {};
+#pragma GCC unroll 4
+                    for (int w = w0; w < w0 + kRun; ++w) {
+#pragma GCC unroll 4
+                        for (int t = 0; t < 4; ++t) word(s[t], h, t, w);
+                    }
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; ++t) scaled(s[t], 2 * (4 * h + t) + w0 / 4);
                 }
-                const int k = 2 * j + w0 / 4;
-                for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], sc[k / 4], k % 4);
+            }
+        } else {
+            // Several columns: sub-block by sub-block, one run's sums per
+            // column live. In the order above, 4 runs' sums for each of 4
+            // columns take all 16 registers of the 256-bit level and spill:
+            // AVX2 pp64 of 1B Q6_K 121 against 140 t/s in this order.
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 8
+                for (int w0 = 0; w0 < 8; w0 += kRun) {
+                    I s[V::N] = {};
+#pragma GCC unroll 4
+                    for (int w = w0; w < w0 + kRun; ++w) word(s, j / 4, j % 4, w);
+                    scaled(s, 2 * j + w0 / 4);
+                }
             }
         }
         const typename V::F d = V::halves(blk + X8Q6_K::kD);
