@@ -20,8 +20,9 @@ struct Config {
     // tensor. Needed for llama's tensor split, whose meta buffers in the
     // pinned tree cannot hold host-visible simple buffers (README, multi-device).
     bool host_discrete     = false; // GGML_STANDIN_HOST_DISCRETE  0|1
-    // Host devices store Q4_0/Q8_0/Q4_K/Q5_K/Q6_K weights uploaded into their weight buffers
-    // in their own layout (kernels/host/packed.h); 0 keeps the file's layout.
+    // Host devices store weights of the packed types (the table in
+    // kernels/host/packed.cpp) uploaded into their weight buffers in their
+    // own layout (kernels/host/packed.h); 0 keeps the file's layout.
     bool host_repack       = true;  // GGML_STANDIN_HOST_REPACK    0|1
     // Instruction-set level of the host kernels (kernels/host/isa.h): auto
     // picks the best the CPU has; a lower one is for A/B runs.
