@@ -1,5 +1,5 @@
-// Packed Q4_0/Q8_0/Q4_K/Q5_K/Q6_K MUL_MAT tiles at the x86-64-v3 level
-// (mul_mat_x8.h, mul_mat_x8_k.h), and the choice of level for them (isa.h).
+// Packed-weight MUL_MAT tiles at the x86-64-v3 level (mul_mat_x8.h,
+// mul_mat_x8_k.h, mul_mat_x8_lowbit.h), and the choice of level for them (isa.h).
 //
 // AVX2 has no 8-bit dot product into int32: maddubs gives pairs in int16 and
 // madd with ones adds the pairs into int32. Q4_0 keeps the pair sums of a
@@ -7,12 +7,13 @@
 // products of a nibble (0..15) and an activation byte (|q| <= 128), at most
 // 16 * 15 * 128 = 30720 < 32767, so nothing saturates. Q8_0 products reach
 // 127 * 128 * 2 per pair, so each word is widened at once; its signed
-// weights go through |x| and sign(y, x) as maddubs needs one unsigned side.
+// weights go through |x| and sign(y, x) as maddubs needs one unsigned side,
+// and so do the levels of IQ4_NL, MXFP4 and IQ4_XS.
 //
 // Test: tests/kernels/test_packed.cpp (against the unpacked kernels and a
 // double-precision product, every level the CPU has).
 #define SI_X8_TARGET
-#include "kernels/host/mul_mat_x8_k.h"
+#include "kernels/host/mul_mat_x8_lowbit.h"
 
 #include "kernels/host/isa.h"
 

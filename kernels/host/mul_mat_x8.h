@@ -1,6 +1,7 @@
-// The MUL_MAT tile kernels for packed Q4_0/Q8_0 weights (Note [packed
-// weights], packed.h), written once over an instruction-set "Ops" and
-// included (through mul_mat_x8_k.h, the K formats') by one file per level:
+// The MUL_MAT tile kernels for packed weights in blocks of 32, Q4_0, Q8_0,
+// IQ4_NL and MXFP4 (Note [packed weights], packed.h), written once over an
+// instruction-set "Ops" and included (through mul_mat_x8_k.h and
+// mul_mat_x8_lowbit.h, the super-block formats') by one file per level:
 // mul_mat_x8.cpp (AVX2) and mul_mat_x8_vnni.cpp (AVX-512 VNNI). Everything here has internal linkage
 // and carries SI_X8_TARGET, which each includer defines before including it,
 // so each file's copy is compiled for its own level and no out-of-line copy of
@@ -15,14 +16,17 @@
 // with the 8 scales times the column's scale accumulate the block for all 8
 // rows; the result is stored as 8 consecutive floats. The float operations per
 // row are those of ggml-cpu's interleaved Q4_0 kernel (its "repack" buffer):
-// acc = fma(float(isum), d_w * d_y, acc), block by block.
+// acc = fma(float(isum), d_w * d_y, acc), block by block. IQ4_NL and MXFP4
+// look their nibbles up in a table of 16 signed levels (pshufb) and are then
+// multiplied as Q8_0's signed bytes, or, where the level allows, as
+// unsigned bytes with an offset like Q4_0's (group_x8).
 //
 // Ops: dot_u(s, x, y) accumulates unsigned x times signed y (Q4_0 nibbles),
 // dot_s(s, |x|, x, y) signed x times signed y (Q8_0), finish_u/finish_s turn
 // the accumulator into 8 int32 sums, scale_k(s, sc, j) turns dot_u's
 // accumulator into 8 int32 sums times the signed byte j of each lane of sc
-// (Q4_K, Q5_K, Q6_K), sum_words(m) is how many words of codes 0..m dot_u may
-// sum before scale_k.
+// (the super-block formats), sum_words(m) is how many words of codes 0..m
+// dot_u may sum before the accumulator is widened (scale_k, finish_u).
 #pragma once
 
 #include <immintrin.h>
@@ -31,6 +35,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/common/quants.h"
 #include "kernels/host/packed.h"
 #include "kernels/host/vec_dot.h"
 
@@ -42,17 +47,64 @@ namespace standin::kernels::host::mm {
 
 namespace {
 
+// How a 32-element format's words read (Note [packed weights]): nibbles
+// 0..15 standing for -8..7 (Q4_0), signed bytes (Q8_0), or nibbles indexing
+// a table of 16 signed levels (IQ4_NL, MXFP4).
+enum class Form { nibble_offset, signed_bytes, levels };
+
 struct X8Q4_0 {
     static constexpr size_t kBlock8 = packed::kRows * 18;  // 8 scales, 4 words
+    static constexpr size_t kQuants = 2 * packed::kRows;
     static constexpr int    kWords  = 4;
-    static constexpr bool   kOffset = true;  // nibbles 0..15 stand for -8..7
+    static constexpr Form   kForm   = Form::nibble_offset;
 };
 
 struct X8Q8_0 {
     static constexpr size_t kBlock8 = packed::kRows * 34;  // 8 scales, 8 words
+    static constexpr size_t kQuants = 2 * packed::kRows;
     static constexpr int    kWords  = 8;
-    static constexpr bool   kOffset = false;
+    static constexpr Form   kForm   = Form::signed_bytes;
 };
+
+struct X8IQ4_NL {
+    static constexpr size_t kBlock8 = packed::kRows * 18;  // 8 scales, 4 words (Q4_0's)
+    static constexpr size_t kQuants = 2 * packed::kRows;
+    static constexpr int    kWords  = 4;
+    static constexpr Form   kForm   = Form::levels;
+    static constexpr quant::Table16 kLevels = quant::kIQ4NLLevels;
+};
+
+struct X8MXFP4 {
+    static constexpr size_t kBlock8 = packed::kRows * 17;  // 8 one-byte E8M0 scales, 4 words
+    static constexpr size_t kQuants = packed::kRows;
+    static constexpr int    kWords  = 4;
+    static constexpr Form   kForm   = Form::levels;
+    static constexpr quant::Table16 kLevels = quant::kE2M1Twice;
+};
+
+// The 8 rows' weight scales of a block8 as floats: half precision, or
+// MXFP4's E8M0 halved (quant::e8m0_half: 2^(e - 128), and for e < 2 the
+// subnormals 2^21 << e as bits).
+template <class F>
+SI_X8_TARGET inline __m256 block_scales(const uint8_t * blk) {
+    if constexpr (std::is_same_v<F, X8MXFP4>) {
+        const __m256i e    = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(blk)));
+        const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+        const __m256i sub  = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+        return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+    } else {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk)));
+    }
+}
+
+// A levels format's table in both 128-bit halves, for pshufb; with `offset`
+// each level plus 128 (as unsigned bytes).
+template <class F>
+SI_X8_TARGET inline __m256i level_table(bool offset) {
+    const __m256i t = _mm256_set_epi64x(int64_t(F::kLevels.hi), int64_t(F::kLevels.lo), int64_t(F::kLevels.hi),
+                                        int64_t(F::kLevels.lo));
+    return offset ? _mm256_add_epi8(t, _mm256_set1_epi8(int8_t(-128))) : t;
+}
 
 SI_X8_TARGET inline __m256i bcast4(const int8_t * p) {
     int32_t v;
@@ -96,23 +148,50 @@ SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
 
+    // Levels are taken plus 128 where a lane sums unsigned bytes up to 255
+    // exactly (VNNI: Ops::sum_words), and 16 * q8sum = 128 * sum(q) is
+    // taken off per block; else (AVX2) signed by signed like Q8_0's bytes.
+    constexpr bool kLevelOffset = F::kForm == Form::levels && Ops::sum_words(255) > 0;
+    __m256i levels = _mm256_setzero_si256();
+    if constexpr (F::kForm == Form::levels) levels = level_table<F>(kLevelOffset);
+
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t * blk = g + b * int64_t(F::kBlock8);
-        const uint8_t * qw  = blk + 2 * packed::kRows;
+        const uint8_t * qw  = blk + F::kQuants;
         __m256i s[C];
         for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
-        if constexpr (F::kOffset) {
+        if constexpr (F::kForm == Form::nibble_offset || kLevelOffset) {
 #pragma GCC unroll 4
             for (int w = 0; w < F::kWords; ++w) {
                 const __m256i raw = load_w(qw + 32 * w);
-                const __m256i lo  = _mm256_and_si256(raw, m4);                         // elements 4w..4w+3
-                const __m256i hi  = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);   // elements 16+4w..
+                __m256i lo = _mm256_and_si256(raw, m4);                         // elements 4w..4w+3
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);   // elements 16+4w..
+                if constexpr (kLevelOffset) {
+                    lo = _mm256_shuffle_epi8(levels, lo);
+                    hi = _mm256_shuffle_epi8(levels, hi);
+                }
 #pragma GCC unroll 4
                 for (int c = 0; c < C; ++c) {
                     s[c] = Ops::dot_u(s[c], lo, bcast4(y.q[c] + 32 * b + 4 * w));
                     chain(s[c]);
                     s[c] = Ops::dot_u(s[c], hi, bcast4(y.q[c] + 32 * b + 16 + 4 * w));
                     chain(s[c]);
+                }
+            }
+        } else if constexpr (F::kForm == Form::levels) {
+#pragma GCC unroll 4
+            for (int w = 0; w < F::kWords; ++w) {
+                const __m256i raw = load_w(qw + 32 * w);
+                const __m256i v[2] = {_mm256_shuffle_epi8(levels, _mm256_and_si256(raw, m4)),
+                                      _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4))};
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; ++h) {
+                    const __m256i va = _mm256_abs_epi8(v[h]);
+#pragma GCC unroll 4
+                    for (int c = 0; c < C; ++c) {
+                        s[c] = Ops::dot_s(s[c], va, v[h], bcast4(y.q[c] + 32 * b + 16 * h + 4 * w));
+                        chain(s[c]);
+                    }
                 }
             }
         } else {
@@ -127,12 +206,14 @@ SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
                 }
             }
         }
-        const __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk)));
+        const __m256 dx = block_scales<F>(blk);
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
             __m256i isum;
-            if constexpr (F::kOffset) {
+            if constexpr (F::kForm == Form::nibble_offset) {
                 isum = _mm256_sub_epi32(Ops::finish_u(s[c]), _mm256_set1_epi32(ys[c][b]));
+            } else if constexpr (kLevelOffset) {
+                isum = _mm256_sub_epi32(Ops::finish_u(s[c]), _mm256_set1_epi32(16 * ys[c][b]));
             } else {
                 isum = Ops::finish_s(s[c]);
             }

@@ -175,6 +175,25 @@ SI_X8_TARGET inline void k_group(const QTile & t, int64_t r0, int64_t cl0, Super
     V::store(t, r0, cl0, acc);
 }
 
+// The word loop of a super-block: its 8 sub-blocks j of 8 words, in runs
+// of kRun words from w0 whose sums s (one per column) start at zero;
+// word(s, j, w) adds word w of sub-block j into s, scaled(s, j, w0) takes a
+// run's sums. Unrolled, so that j and w, and with them every shift and
+// shuffle mask, are constants.
+template <class V, int kRun, class Word, class Scaled>
+SI_X8_TARGET inline void sub_block_words(Word word, Scaled scaled) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 8
+        for (int w0 = 0; w0 < 8; w0 += kRun) {
+            typename V::I s[V::N] = {};
+#pragma GCC unroll 8
+            for (int w = w0; w < w0 + kRun; ++w) word(s, j, w);
+            scaled(s, j, w0);
+        }
+    }
+}
+
 // Q4_K and Q5_K (K, one of KQ4_K and KQ5_K).
 template <class V, class K>
 SI_X8_TARGET void group_k_min(const QTile & t, int64_t r0, int64_t cl0) {
@@ -187,21 +206,15 @@ SI_X8_TARGET void group_k_min(const QTile & t, int64_t r0, int64_t cl0) {
         const I sc[2] = {V::lanes(k.sc[0]), V::lanes(k.sc[1])};
         const I mn[2] = {V::lanes(k.mn[0]), V::lanes(k.mn[1])};
         I isum[V::N] = {};
-        // Unrolled so that j, and with it every shift and shuffle mask, is a constant.
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-#pragma GCC unroll 2
-            for (int w0 = 0; w0 < 8; w0 += kRun) {
-                I s[V::N] = {};
-#pragma GCC unroll 8
-                for (int w = w0; w < w0 + kRun; ++w) {
-                    const I x = V::lanes(K::codes(blk, j, w));
+        sub_block_words<V, kRun>(
+            [&](I * s, int j, int w) SI_X8_TARGET {
+                const I x = V::lanes(K::codes(blk, j, w));
 #pragma GCC unroll 4
-                    for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
-                }
+                for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
+            },
+            [&](const I * s, int j, int) SI_X8_TARGET {
                 for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], sc[j / 4], j % 4);
-            }
-        }
+            });
         const typename V::F d = V::halves(blk), dmin = V::halves(blk + X8Q4_K::kDmin);
 #pragma GCC unroll 4
         for (int i = 0; i < V::N; ++i) {
@@ -278,23 +291,15 @@ SI_X8_TARGET void group_q6_K(const QTile & t, int64_t r0, int64_t cl0) {
             // column live. In the order above, 4 runs' sums for each of 4
             // columns take all 16 registers of the 256-bit level and spill:
             // AVX2 pp64 of 1B Q6_K 121 against 140 t/s in this order.
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; ++j) {
-#pragma GCC unroll 8
-                for (int w0 = 0; w0 < 8; w0 += kRun) {
-                    I s[V::N] = {};
-#pragma GCC unroll 4
-                    for (int w = w0; w < w0 + kRun; ++w) word(s, j / 4, j % 4, w);
-                    scaled(s, 2 * j + w0 / 4);
-                }
-            }
+            sub_block_words<V, kRun>([&](I * s, int j, int w) SI_X8_TARGET { word(s, j / 4, j % 4, w); },
+                                     [&](const I * s, int j, int w0) SI_X8_TARGET { scaled(s, 2 * j + w0 / 4); });
         }
         const typename V::F d = V::halves(blk + X8Q6_K::kD);
 #pragma GCC unroll 4
         for (int i = 0; i < V::N; ++i) {
             // sc_2j and sc_2j+1 against the sums of sub-block j's two runs.
             const I off = v.sums_dot([&](int j) SI_X8_TARGET { return V::pair16(sc[j / 2], 2 * (j % 2), 2 * (j % 2) + 1); }, i, b);
-            acc[i] = V::fma(acc[i], V::less_32x(isum[i], off), d, v.scale(i, b));
+            acc[i] = V::fma(acc[i], V::template less_shl<5>(isum[i], off), d, v.scale(i, b));
         }
     });
 }
@@ -319,6 +324,13 @@ struct KCols {
         chain(s);
         return s;
     }
+    // dot for signed codes x, given as |x| (xa) and x: xa against the
+    // activation bytes with x's signs (x * y = |x| * (y * sign x)).
+    SI_X8_TARGET I dot_s(I s, I xa, I x, int c, int64_t b32, int w) const {
+        s = Ops::dot_u(s, xa, _mm256_sign_epi8(bcast4(y.q[c] + 32 * b32 + 4 * w), x));
+        chain(s);
+        return s;
+    }
     // isum + s times the signed byte j of each lane of sc.
     SI_X8_TARGET static I add_scaled(I isum, I s, I sc, int j) { return _mm256_add_epi32(isum, Ops::scale_k(s, sc, j)); }
     SI_X8_TARGET static I pair16(I v, int lo, int hi) { return lane_bytes(v, lo, hi); }
@@ -334,7 +346,9 @@ struct KCols {
         }
         return m;
     }
-    SI_X8_TARGET static I less_32x(I isum, I off) { return _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5)); }
+    // isum - off * 2^S (the offset of codes stored as value + 2^S).
+    template <int S>
+    SI_X8_TARGET static I less_shl(I isum, I off) { return _mm256_sub_epi32(isum, _mm256_slli_epi32(off, S)); }
     SI_X8_TARGET F scale(int c, int64_t b) const { return _mm256_set1_ps(y.d[c][b]); }
     SI_X8_TARGET static F halves(const uint8_t * p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
@@ -372,19 +386,6 @@ SI_X8_TARGET void tile_x8_k(const QTile & t) {
     column_runs(t, [&](auto cols, int64_t r, int64_t c) SI_X8_TARGET {
         Body::template run<KCols<Ops, decltype(cols)::value>>(t, r, c);
     });
-}
-
-// The 256-bit packed tile kernels of one level.
-template <class Ops>
-QTileFn x8_tile(ggml_type type) {
-    switch (type) {
-        case GGML_TYPE_Q4_0: return tile_x8<Ops, X8Q4_0>;
-        case GGML_TYPE_Q8_0: return tile_x8<Ops, X8Q8_0>;
-        case GGML_TYPE_Q4_K: return tile_x8_k<Ops, BodyQ4_K>;
-        case GGML_TYPE_Q5_K: return tile_x8_k<Ops, BodyQ5_K>;
-        case GGML_TYPE_Q6_K: return tile_x8_k<Ops, BodyQ6_K>;
-        default:             return nullptr;
-    }
 }
 
 } // namespace

@@ -1,5 +1,5 @@
-// Packed Q4_0/Q8_0/Q4_K/Q5_K/Q6_K MUL_MAT tiles at the AVX-512 VNNI level
-// (mul_mat_x8.h, mul_mat_x8_k.h):
+// Packed-weight MUL_MAT tiles at the AVX-512 VNNI level (mul_mat_x8.h,
+// mul_mat_x8_k.h, mul_mat_x8_lowbit.h):
 // vpdpbusd multiplies 4 unsigned bytes by 4 signed bytes and adds them into
 // each int32 lane in one instruction, where AVX2 needs maddubs, an int16 add
 // and madd. The sums are exact (no saturation), the same integers as the AVX2
@@ -22,8 +22,10 @@
 // 250 against 194; with the pairs broadcast from the columns instead of the
 // interleaved copy, 229 and 223. Q8_0's signed weights go through |x| and the
 // activation negated where x < 0 (AVX-512 has no byte sign instruction; the
-// same bytes as vpsignb gives). Q4_K, Q5_K and Q6_K run the kernel bodies of
-// mul_mat_x8_k.h on this width (KPairs): a sub-block's (Q6_K: a 16-element
+// same bytes as vpsignb gives); IQ4_NL's and MXFP4's levels are taken plus
+// 128 as unsigned bytes, like Q4_0's nibbles with an offset. The super-block
+// formats run the kernel bodies of mul_mat_x8_k.h and mul_mat_x8_lowbit.h
+// on this width (KPairs): a sub-block's (Q6_K: a 16-element
 // run's) sums times its scales by vpmulld, the activation sums for the
 // minimum or offset broadcast as pairs like the codes; 1B Q4_K_M (its Q4_K
 // matrices packed, the rest not) 255 against 150 t/s; 1B Q5_K_M on an AMD
@@ -41,7 +43,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define SI_X8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#include "kernels/host/mul_mat_x8_k.h"
+#include "kernels/host/mul_mat_x8_lowbit.h"
 
 #include <type_traits>
 
@@ -141,20 +143,26 @@ SI_X8_TARGET void group_pairs(const QTile & t, int64_t r0, int64_t cl0) {
     for (int c = 0; c < 2 * NP; ++c) ys[c] = t.act.q8sum + (t.c0 + cl0 + c) * nb;
     const __m512i dup = lane_dup();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i levels = _mm512_setzero_si512();
+    if constexpr (F::kForm == Form::levels) levels = _mm512_broadcast_i32x4(_mm256_castsi256_si128(level_table<F>(true)));
     __m512 acc[NP];
     for (int i = 0; i < NP; ++i) acc[i] = _mm512_setzero_ps();
 
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t * blk = g + b * int64_t(F::kBlock8);
-        const uint8_t * qw  = blk + 2 * packed::kRows;
+        const uint8_t * qw  = blk + F::kQuants;
         __m512i s[NP];
         for (int i = 0; i < NP; ++i) s[i] = _mm512_setzero_si512();
-        if constexpr (F::kOffset) {
+        if constexpr (F::kForm != Form::signed_bytes) {
 #pragma GCC unroll 4
             for (int w = 0; w < F::kWords; ++w) {
                 const __m512i raw = dup_rows(dup, qw + 32 * w);
-                const __m512i lo  = _mm512_and_si512(raw, m4);                        // elements 4w..4w+3
-                const __m512i hi  = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);  // elements 16+4w..
+                __m512i lo = _mm512_and_si512(raw, m4);                        // elements 4w..4w+3
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);  // elements 16+4w..
+                if constexpr (F::kForm == Form::levels) {  // plus 128, as group_x8 at this level
+                    lo = _mm512_shuffle_epi8(levels, lo);
+                    hi = _mm512_shuffle_epi8(levels, hi);
+                }
 #pragma GCC unroll 4
                 for (int i = 0; i < NP; ++i) {
                     s[i] = _mm512_dpbusd_epi32(s[i], lo, y.codes(i, b, w));
@@ -177,11 +185,14 @@ SI_X8_TARGET void group_pairs(const QTile & t, int64_t r0, int64_t cl0) {
                 }
             }
         }
-        const __m512 dx = dup_halves(dup, blk);
+        const __m512 dx = _mm512_permutexvar_ps(dup, _mm512_zextps256_ps512(block_scales<F>(blk)));
 #pragma GCC unroll 4
         for (int i = 0; i < NP; ++i) {
             __m512i isum = s[i];
-            if constexpr (F::kOffset) isum = _mm512_sub_epi32(isum, bcast_pair(ys[2 * i] + b, ys[2 * i + 1] + b));
+            if constexpr (F::kForm == Form::nibble_offset) isum = _mm512_sub_epi32(isum, bcast_pair(ys[2 * i] + b, ys[2 * i + 1] + b));
+            if constexpr (F::kForm == Form::levels) {
+                isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(bcast_pair(ys[2 * i] + b, ys[2 * i + 1] + b), 4));
+            }
             acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dx, y.scale(i, b)), acc[i]);
         }
     }
@@ -217,6 +228,13 @@ struct KPairs : Pairs<NP> {
         chain512(s);
         return s;
     }
+    // Signed codes as |x| and x: the activation negated where x < 0, as group_pairs does for Q8_0.
+    SI_X8_TARGET I dot_s(I s, I xa, I x, int i, int64_t b32, int w) const {
+        const I yv = this->codes(i, b32, w);
+        s = _mm512_dpbusd_epi32(s, xa, _mm512_mask_sub_epi8(yv, _mm512_movepi8_mask(x), _mm512_setzero_si512(), yv));
+        chain512(s);
+        return s;
+    }
     SI_X8_TARGET static I add_scaled(I isum, I s, I sc, int j) {
         return _mm512_add_epi32(isum, _mm512_mullo_epi32(s, lane_byte32_512(sc, j)));
     }
@@ -231,7 +249,8 @@ struct KPairs : Pairs<NP> {
         }
         return m;
     }
-    SI_X8_TARGET static I less_32x(I isum, I off) { return _mm512_sub_epi32(isum, _mm512_slli_epi32(off, 5)); }
+    template <int S>
+    SI_X8_TARGET static I less_shl(I isum, I off) { return _mm512_sub_epi32(isum, _mm512_slli_epi32(off, S)); }
     SI_X8_TARGET static F halves(const uint8_t * p) { return dup_halves(lane_dup(), p); }
     SI_X8_TARGET static F fma(F acc, I isum, F d, F dy) {
         return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, dy), acc);
@@ -283,12 +302,17 @@ SI_X8_TARGET void tile_k_pairs(const QTile & t) {
 
 QTileFn x8_tile_vnni(ggml_type type) {
     switch (type) {
-        case GGML_TYPE_Q4_0: return tile_x8_pairs<X8Q4_0>;
-        case GGML_TYPE_Q8_0: return tile_x8_pairs<X8Q8_0>;
-        case GGML_TYPE_Q4_K: return tile_k_pairs<BodyQ4_K>;
-        case GGML_TYPE_Q5_K: return tile_k_pairs<BodyQ5_K>;
-        case GGML_TYPE_Q6_K: return tile_k_pairs<BodyQ6_K>;
-        default:             return nullptr;
+        case GGML_TYPE_Q4_0:   return tile_x8_pairs<X8Q4_0>;
+        case GGML_TYPE_Q8_0:   return tile_x8_pairs<X8Q8_0>;
+        case GGML_TYPE_IQ4_NL: return tile_x8_pairs<X8IQ4_NL>;
+        case GGML_TYPE_MXFP4:  return tile_x8_pairs<X8MXFP4>;
+        case GGML_TYPE_Q2_K:   return tile_k_pairs<BodyQ2_K>;
+        case GGML_TYPE_Q3_K:   return tile_k_pairs<BodyQ3_K>;
+        case GGML_TYPE_Q4_K:   return tile_k_pairs<BodyQ4_K>;
+        case GGML_TYPE_Q5_K:   return tile_k_pairs<BodyQ5_K>;
+        case GGML_TYPE_Q6_K:   return tile_k_pairs<BodyQ6_K>;
+        case GGML_TYPE_IQ4_XS: return tile_k_pairs<BodyIQ4_XS>;
+        default:               return nullptr;
     }
 }
 

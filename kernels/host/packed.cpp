@@ -31,9 +31,14 @@ struct Format {
 const Format kFormats[] = {
     {{GGML_TYPE_Q4_0, "q4_0x8"}, {{2, 1}, {4, 4}}},   // d; 16 bytes of nibbles
     {{GGML_TYPE_Q8_0, "q8_0x8"}, {{2, 1}, {4, 8}}},   // d; 32 codes
+    {{GGML_TYPE_IQ4_NL, "iq4_nlx8"}, {{2, 1}, {4, 4}}},  // d; 16 bytes of nibbles
+    {{GGML_TYPE_MXFP4, "mxfp4x8"}, {{1, 1}, {4, 4}}},    // e; 16 bytes of nibbles
+    {{GGML_TYPE_Q2_K, "q2_Kx8"}, {{4, 20}, {2, 2}}},  // 16 scale bytes, 64 of qs; d, dmin
+    {{GGML_TYPE_Q3_K, "q3_Kx8"}, {{4, 27}, {2, 1}}},  // 32 hmask bytes, 64 of qs, 12 of scales; d
     {{GGML_TYPE_Q4_K, "q4_Kx8"}, {{2, 2}, {4, 35}}},  // d, dmin; 12 scale bytes, 128 of nibbles
     {{GGML_TYPE_Q5_K, "q5_Kx8"}, {{2, 2}, {4, 43}}},  // d, dmin; 12 scale bytes, 32 of qh, 128 of nibbles
     {{GGML_TYPE_Q6_K, "q6_Kx8"}, {{4, 52}, {2, 1}}},  // 128 ql, 64 qh, 16 scales; d
+    {{GGML_TYPE_IQ4_XS, "iq4_xsx8"}, {{2, 2}, {4, 33}}},  // d, scales_h; 4 scales_l bytes, 128 of nibbles
 };
 
 const Format * format_of(ggml_type type) {

@@ -2,17 +2,29 @@
 // upload path, the readers of a weight and the MUL_MAT kernels share.
 //
 // Note [packed weights]
-// A Q4_0, Q8_0, Q4_K, Q5_K or Q6_K weight matrix uploaded into a host
-// device's own buffer for weights (ggml_backend_buffer_set_usage(...,
-// WEIGHTS), llama.cpp's model buffers) is stored in groups of 8 rows: the 8
-// rows' blocks b sit together as one "block8". A block is described as runs
-// of equal units (packed.cpp, kFormats): 2-byte half scales, or 4-byte
-// words. The unit of u bytes at block offset i becomes the 8 rows' units side
+// A Q4_0, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS
+// weight matrix uploaded into a host device's own buffer for weights
+// (ggml_backend_buffer_set_usage(..., WEIGHTS), llama.cpp's model buffers)
+// is stored in groups of 8 rows: the 8 rows' blocks b sit together as one
+// "block8". A block is described as runs of equal units (packed.cpp,
+// kFormats): 1-byte E8M0 scales, 2-byte half scales, or 4-byte words. The unit of u bytes at block offset i becomes the 8 rows' units side
 // by side at block8 offset 8i, row r's at 8i + u * r: a 4-byte word w of the
 // block becomes a 32-byte word holding word w of every row.
 //   Q4_0 (18 bytes): d; 4 words, the low nibbles of word w are elements
 //     4w..4w+3 and its high nibbles elements 16+4w..;
 //   Q8_0 (34): d; 8 words, elements 4w..4w+3;
+//   IQ4_NL (18): as Q4_0, the nibbles indexing the 16 levels;
+//   MXFP4 (17): e (the 8 rows' the first 8 bytes of the block8); 4 words
+//     as Q4_0's, the nibbles indexing twice the E2M1 values;
+//   Q2_K (84): 4 words of the 16 scale/min bytes (word u: runs 4u..4u+3),
+//     16 words of qs, word 4 + 8h + w holding in its 2-bit field f elements
+//     128h + 32f + 4w..; then d, dmin;
+//   Q3_K (110, d last): 8 words of hmask (word w: bit j of its byte e is
+//     the third bit of element 32j + 4w + e), 16 words of qs as Q2_K's,
+//     3 words of the 12 scale bytes; then d, its 8 copies the last 16 bytes;
+//   IQ4_XS (136): d, scales_h; the scales_l word; 32 words of nibbles,
+//     word 4j + u holding elements 32j + 4u.. (low) and 32j + 16 + 4u..
+//     (high) of sub-block j;
 //   Q4_K (144): d, dmin; 3 words of the 12 packed bytes of sub-block scales
 //     and mins (so 6-bit fields of 8 rows are unpacked by a few vector shifts
 //     and masks, once per super-block); 32 words of quants, word 3 + 8i + w

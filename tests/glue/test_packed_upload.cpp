@@ -1,7 +1,7 @@
 // The upload path of packed weights (Note [packed weights],
 // kernels/host/packed.h) through ggml's public API, as llama.cpp drives it: a
 // buffer of the host device's own type marked for weights packs Q4_0/Q8_0
-// (and Q4_K/Q5_K/Q6_K) tensors written whole, get_tensor returns the original
+// (and the other packed formats) tensors written whole, get_tensor returns the original
 // bytes, a partial write restores the original layout, and products are
 // unchanged.
 #include <gtest/gtest.h>
@@ -196,15 +196,16 @@ TEST(PackedUpload, WeightsWrittenDirectlyArePackedByTheFirstGraph) {
     ggml_backend_free(be);
 }
 
-// The K formats through the same path: a weight buffer packs Q4_K, Q5_K and
-// Q6_K written whole, reads back the original bytes (whole and across a block
+// The other packed formats through the same path: a weight buffer packs
+// IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS written whole, reads back the original bytes (whole and across a block
 // boundary), and multiplies as the same bytes unpacked do.
-TEST(PackedUpload, KFormatsPackReadBackAndMultiplyAsUnpacked) {
+TEST(PackedUpload, OtherFormatsPackReadBackAndMultiplyAsUnpacked) {
     ggml_backend_dev_t dev = host0();
     ASSERT_NE(dev, nullptr);
     ggml_backend_t be = ggml_backend_dev_init(dev, nullptr);
     ASSERT_NE(be, nullptr);
-    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+    for (ggml_type t : {GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                        GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS}) {
         const char * name = ggml_type_name(t);
         const std::vector<char> bytes = quantized(t, 512, 16, 9);
         ggml_tensor * ts[2] = {};

@@ -32,7 +32,12 @@ namespace isa    = kernels::host::isa;
 
 namespace {
 
-const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+const ggml_type kPackable[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_Q2_K,
+                               GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS};
+
+// The super-block formats, whose packed kernels take 256-element activation groups.
+const ggml_type kSuperBlock[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
+                                 GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS};
 
 // n blocks of type t, in elements.
 int64_t blocks(ggml_type t, int64_t n) { return n * ggml_blck_size(t); }
@@ -173,15 +178,77 @@ float sequential_dot_q6_K(const char * row, const float * x, int64_t K) {
     });
 }
 
+// IQ4_XS from ggml's definition of the block: element 32j + l (l < 16) is
+// the level of the low nibble of qs[16j + l], 32j + 16 + l of the high one;
+// sub-block j's scale the nibble j % 2 of scales_l[j / 2] with bits 2j, 2j + 1
+// of scales_h above it, less 32.
+float sequential_dot_iq4_xs(const char * row, const float * x, int64_t K) {
+    return sequential_dot_k<quant::BlockIQ4_XS>(row, x, K, [](const quant::BlockIQ4_XS & blk, const Act256 & y, size_t b, float acc) {
+        int32_t isum = 0;
+        for (size_t j = 0; j < 8; ++j) {
+            const int ls = ((blk.scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((blk.scales_h >> (2 * j)) & 3) << 4);
+            int32_t dot = 0;
+            for (size_t l = 0; l < 32; ++l) {
+                const uint8_t byte = blk.qs[16 * j + l % 16];
+                dot += quant::iq4nl_level(l < 16 ? byte & 15 : byte >> 4) * y.q[256 * b + 32 * j + l];
+            }
+            isum += (ls - 32) * dot;
+        }
+        return std::fma(float(isum), num::fp16_to_f32(blk.d) * y.d[b], acc);
+    });
+}
+
+// Q3_K from ggml's definition of the block: element e has its low 2 bits in
+// field (e % 128) / 32 of qs[32 (e / 128) + e % 32] and, as bit 2, bit e / 32
+// of hmask[e % 32] (clear: the value less 4); run k's 6-bit scale (less 32)
+// has its low 4 bits in nibble k / 8 of scales[k % 8] and its top 2 at bits
+// 2 (k / 4) of scales[8 + k % 4].
+float sequential_dot_q3_K(const char * row, const float * x, int64_t K) {
+    return sequential_dot_k<quant::BlockQ3_K>(row, x, K, [](const quant::BlockQ3_K & blk, const Act256 & y, size_t b, float acc) {
+        int32_t isum = 0, off = 0;
+        for (size_t k = 0; k < 16; ++k) {
+            const int sc = (((blk.scales[k % 8] >> (4 * (k / 8))) & 15) | (((blk.scales[8 + k % 4] >> (2 * (k / 4))) & 3) << 4)) - 32;
+            int32_t dot = 0;
+            for (size_t e = 16 * k; e < 16 * k + 16; ++e) {
+                const int code = ((blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) | (((blk.hmask[e % 32] >> (e / 32)) & 1) << 2);
+                dot += code * y.q[256 * b + e];
+            }
+            isum += sc * dot;
+            off += sc * y.bs[16 * b + k];
+        }
+        return std::fma(float(isum - 4 * off), num::fp16_to_f32(blk.d) * y.d[b], acc);
+    });
+}
+
+// Q2_K from ggml's definition of the block: element e's code is field
+// (e % 128) / 32 of qs[32 (e / 128) + e % 32]; run k's scale the low nibble
+// of scales[k], its minimum the high one.
+float sequential_dot_q2_K(const char * row, const float * x, int64_t K) {
+    return sequential_dot_k<quant::BlockQ2_K>(row, x, K, [](const quant::BlockQ2_K & blk, const Act256 & y, size_t b, float acc) {
+        int32_t isum = 0, mins = 0;
+        for (size_t k = 0; k < 16; ++k) {
+            int32_t dot = 0;
+            for (size_t e = 16 * k; e < 16 * k + 16; ++e) {
+                dot += ((blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) * y.q[256 * b + e];
+            }
+            isum += (blk.scales[k] & 15) * dot;
+            mins += (blk.scales[k] >> 4) * y.bs[16 * b + k];
+        }
+        const float dy = y.d[b];
+        acc = std::fma(-float(mins), num::fp16_to_f32(blk.dmin) * dy, acc);
+        return std::fma(float(isum), num::fp16_to_f32(blk.d) * dy, acc);
+    });
+}
+
 float sequential_dot(ggml_type t, const char * row, const float * x, int64_t K) {
-    if (t == GGML_TYPE_Q4_K) {
-        return sequential_dot_q4_K(row, x, K);
-    }
-    if (t == GGML_TYPE_Q5_K) {
-        return sequential_dot_q5_K(row, x, K);
-    }
-    if (t == GGML_TYPE_Q6_K) {
-        return sequential_dot_q6_K(row, x, K);
+    switch (t) {
+        case GGML_TYPE_Q2_K:   return sequential_dot_q2_K(row, x, K);
+        case GGML_TYPE_Q3_K:   return sequential_dot_q3_K(row, x, K);
+        case GGML_TYPE_Q4_K:   return sequential_dot_q4_K(row, x, K);
+        case GGML_TYPE_Q5_K:   return sequential_dot_q5_K(row, x, K);
+        case GGML_TYPE_Q6_K:   return sequential_dot_q6_K(row, x, K);
+        case GGML_TYPE_IQ4_XS: return sequential_dot_iq4_xs(row, x, K);
+        default:               break;
     }
     std::vector<int8_t>  q(static_cast<size_t>(K));
     std::vector<float>   d(size_t(K / 32)), s(size_t(K / 32));
@@ -192,12 +259,25 @@ float sequential_dot(ggml_type t, const char * row, const float * x, int64_t K) 
     for (int64_t b = 0; b < K / 32; ++b) {
         int32_t isum = 0;
         float   dw;
+        // Element j (< 16) of a nibble block is the low nibble of qs[j], j + 16 the high one.
+        auto nibbles = [&](const uint8_t * qs, auto value) {
+            for (int j = 0; j < 16; ++j) {
+                isum += value(qs[j] & 15) * q[size_t(32 * b + j)] + value(qs[j] >> 4) * q[size_t(32 * b + 16 + j)];
+            }
+        };
         if (t == GGML_TYPE_Q4_0) {
             const auto & blk = reinterpret_cast<const quant::BlockQ4_0 *>(row)[b];
             dw = num::fp16_to_f32(blk.d);
-            for (int j = 0; j < 16; ++j) {
-                isum += ((blk.qs[j] & 15) - 8) * q[size_t(32 * b + j)] + ((blk.qs[j] >> 4) - 8) * q[size_t(32 * b + 16 + j)];
-            }
+            nibbles(blk.qs, [](int n) { return n - 8; });
+        } else if (t == GGML_TYPE_IQ4_NL) {
+            const auto & blk = reinterpret_cast<const quant::BlockIQ4_NL *>(row)[b];
+            dw = num::fp16_to_f32(blk.d);
+            nibbles(blk.qs, quant::iq4nl_level);
+        } else if (t == GGML_TYPE_MXFP4) {
+            // Twice the E2M1 value, against half the E8M0 scale 2^(e - 127).
+            const auto & blk = reinterpret_cast<const quant::BlockMXFP4 *>(row)[b];
+            dw = std::ldexp(1.0f, int(blk.e) - 128);
+            nibbles(blk.qs, quant::e2m1_twice);
         } else {
             const auto & blk = reinterpret_cast<const quant::BlockQ8_0 *>(row)[b];
             dw = num::fp16_to_f32(blk.d);
@@ -251,7 +331,9 @@ TEST(Packed, OnlyWholeGroupsOfDenseRowsPack) {
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_K, 512, 8)));
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q5_K, 512, 8)));
     EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q6_K, 512, 8)));
-    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q3_K, 512, 8)));
+    EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_IQ4_XS, 512, 8)));
+    EXPECT_TRUE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_MXFP4, 64, 8)));
+    EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_NVFP4, 512, 8)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q5_K, 512, 12)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 64, 12)));
     EXPECT_FALSE(packed::can_pack(ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_1, 64, 16)));
@@ -339,46 +421,75 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
     });
 }
 
-// The extremes of the K formats against activation codes of +-127: the
-// first group's rows with every code at its maximum (Q4_K: nibbles 15 and
-// 6-bit scales and minimums 63; Q5_K: the same with every qh bit set, codes
-// 31; Q6_K: codes 63, int8 scales -128), the other rows random block bytes,
-// which reach every scale pattern and qh bit. The AVX2 kernels sum products
-// in int16: Q4_K a sub-block's 16 * 15 * 127 per lane, Q5_K half a
-// sub-block's 8 * 31 * 127, Q6_K two words' 4 * 63 * 127, which must not
-// saturate, and Q6_K's scales must be sign-extended.
+// The extremes of the super-block formats against activation codes of
+// +-127: the first group's rows with every code and scale at its largest
+// magnitude (Q4_K: nibbles 15 and 6-bit scales and minimums 63; Q5_K: the
+// same with every qh bit set, codes 31; Q6_K: codes 63, int8 scales -128;
+// Q3_K: codes 7, scales -32; Q2_K: codes 3, scales and minimums 15; IQ4_XS:
+// level -127, scales -32), the other rows random block bytes, which reach
+// every scale pattern and high bit. The AVX2 kernels sum products in int16:
+// Q4_K a sub-block's 16 * 15 * 127 per lane, Q5_K half a sub-block's
+// 8 * 31 * 127, Q6_K two words' 4 * 63 * 127, IQ4_XS one word's 2 * 127 * 127,
+// which must not saturate, and signed scales must be sign-extended.
 void fill_extremes(ggml_type t, void * data, int64_t n_blocks, int64_t n_full) {
     std::mt19937 rng(9);
     auto fill = [&](auto & bytes, bool full, uint8_t max) {
         for (auto & v : bytes) v = full ? max : static_cast<std::remove_reference_t<decltype(v)>>(rng());
     };
     for (int64_t i = 0; i < n_blocks; ++i) {
-        const bool full = i < n_full;
+        const bool     full = i < n_full;
+        const uint16_t d    = num::f32_to_fp16(0.01f * float(1 + i % 5));
+        const uint16_t dmin = num::f32_to_fp16(0.02f * float(1 + i % 3));
         auto k_min = [&](auto & blk) {  // Q4_K's fields, which Q5_K has too
             fill(blk.qs, full, 0xff);
             fill(blk.scales, full, 0xff);
-            blk.d    = num::f32_to_fp16(0.01f * float(1 + i % 5));
-            blk.dmin = num::f32_to_fp16(0.02f * float(1 + i % 3));
+            blk.d    = d;
+            blk.dmin = dmin;
         };
-        if (t == GGML_TYPE_Q4_K) {
-            k_min(static_cast<quant::BlockQ4_K *>(data)[i]);
-        } else if (t == GGML_TYPE_Q5_K) {
-            auto & blk = static_cast<quant::BlockQ5_K *>(data)[i];
-            k_min(blk);
-            fill(blk.qh, full, 0xff);
-        } else {
-            auto & blk = static_cast<quant::BlockQ6_K *>(data)[i];
-            fill(blk.ql, full, 0xff);
-            fill(blk.qh, full, 0xff);
-            fill(blk.scales, full, 0x80);
-            blk.d = num::f32_to_fp16(0.01f * float(1 + i % 5));
+        switch (t) {
+            case GGML_TYPE_Q2_K: {
+                auto & blk = static_cast<quant::BlockQ2_K *>(data)[i];
+                k_min(blk);
+                break;
+            }
+            case GGML_TYPE_Q3_K: {
+                auto & blk = static_cast<quant::BlockQ3_K *>(data)[i];
+                fill(blk.qs, full, 0xff);
+                fill(blk.hmask, full, 0xff);
+                fill(blk.scales, full, 0x00);
+                blk.d = d;
+                break;
+            }
+            case GGML_TYPE_Q4_K: k_min(static_cast<quant::BlockQ4_K *>(data)[i]); break;
+            case GGML_TYPE_Q5_K: {
+                auto & blk = static_cast<quant::BlockQ5_K *>(data)[i];
+                k_min(blk);
+                fill(blk.qh, full, 0xff);
+                break;
+            }
+            case GGML_TYPE_Q6_K: {
+                auto & blk = static_cast<quant::BlockQ6_K *>(data)[i];
+                fill(blk.ql, full, 0xff);
+                fill(blk.qh, full, 0xff);
+                fill(blk.scales, full, 0x80);
+                blk.d = d;
+                break;
+            }
+            default: {
+                auto & blk = static_cast<quant::BlockIQ4_XS *>(data)[i];
+                fill(blk.qs, full, 0x00);
+                fill(blk.scales_l, full, 0x00);
+                blk.scales_h = full ? 0 : uint16_t(rng());
+                blk.d        = d;
+                break;
+            }
         }
     }
 }
 
 TEST(Packed, MatMulKFormatExtremes) {
     at_every_level([](isa::Level l) {
-        for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+        for (ggml_type t : kSuperBlock) {
             Ctx c;
             const int64_t K = 2 * 256, M = 16, N = 5;
             ggml_tensor * a  = ggml_new_tensor_2d(c.ctx, t, K, M);
@@ -397,6 +508,35 @@ TEST(Packed, MatMulKFormatExtremes) {
                     const float ref = sequential_dot(t, static_cast<const char *>(a->data) + m * a->nb[1], x + n * K, K);
                     ASSERT_EQ(bits(got[size_t(n * M + m)]), bits(ref)) << isa::name(l) << " " << ggml_type_name(t) << " m=" << m << " n=" << n;
                 }
+            }
+        }
+    });
+}
+
+// MXFP4's scales over the whole E8M0 range the products meet, the
+// subnormal halves of e = 0 and 1 included, and every nibble: random block
+// bytes, e from 100 to 155 in even rows and from 0 to 3 in odd ones, whose
+// products are then as small as floats go.
+TEST(Packed, MatMulMxfp4EveryScale) {
+    at_every_level([](isa::Level l) {
+        Ctx c;
+        const int64_t K = 8 * 32, M = 16, N = 5;
+        ggml_tensor * a  = ggml_new_tensor_2d(c.ctx, GGML_TYPE_MXFP4, K, M);
+        ggml_tensor * ap = ggml_new_tensor_2d(c.ctx, GGML_TYPE_MXFP4, K, M);
+        std::mt19937 rng(17);
+        auto * blk = static_cast<quant::BlockMXFP4 *>(a->data);
+        for (int64_t i = 0; i < M * K / 32; ++i) {
+            for (uint8_t & v : blk[i].qs) v = uint8_t(rng());
+            blk[i].e = uint8_t((i / (K / 32)) % 2 ? rng() % 4 : 100 + rng() % 56);  // odd rows: the smallest scales only
+        }
+        packed::pack(ap, a->data, ap->data);
+        ggml_tensor * b = activations(c.ctx, K, N, 1, 5);
+        const std::vector<float> got = run_mul_mat(c.ctx, ap, b);
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t m = 0; m < M; ++m) {
+                const float ref = sequential_dot(GGML_TYPE_MXFP4, static_cast<const char *>(a->data) + m * a->nb[1],
+                                                 static_cast<const float *>(b->data) + n * K, K);
+                ASSERT_EQ(bits(got[size_t(n * M + m)]), bits(ref)) << isa::name(l) << " m=" << m << " n=" << n;
             }
         }
     });
