@@ -3,7 +3,9 @@
 // meta backend (llama's `--split-mode tensor`) asks the registry of its first
 // device for them; when init returns NULL or allreduce returns false, it runs
 // its own generic all-reduce (copies and ADD graphs) instead. So these answer
-// only for what runtime/collective.h covers and decline everything else.
+// only for what runtime/collective.h covers (host devices; CUDA devices with
+// peer access to each other, unless GGML_STANDIN_CUDA_COMM=0) and decline
+// everything else.
 #include <cstring>
 
 #include "diag/log.h"
@@ -36,6 +38,10 @@ void * comm_init(ggml_backend_t * backends, size_t n) {
             return nullptr;  // another backend's: the generic all-reduce handles mixed sets
         }
         BackendContext & b = backend_ctx(backends[i]);
+        if (b.dev->rt->kind() == rt::Kind::cuda && !b.dev->config->cuda_comm) {
+            SI_LOG_DEBUG("GGML_STANDIN_CUDA_COMM=0: ggml's generic all-reduce is used");
+            return nullptr;
+        }
         members.push_back({b.dev->rt, b.stream.get()});
         ctx->devices.push_back(b.dev);
     }

@@ -59,7 +59,11 @@ std::unique_ptr<Communicator> make_communicator(const std::vector<CommMember> & 
     if (all_host) {
         return std::make_unique<HostCommunicator>(members);
     }
+#ifdef STANDIN_WITH_CUDA
+    return cuda::make_communicator(members);
+#else
     return nullptr;
+#endif
 }
 
 } // namespace standin::rt

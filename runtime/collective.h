@@ -33,8 +33,13 @@ public:
 };
 
 // A communicator over `members`, or nullptr when no implementation covers
-// them. Today: members whose memory the host reads directly (host devices).
-// Devices of another kind (CUDA: peer copies or NCCL) slot in here.
+// them: members whose memory the host reads directly (host devices), or
+// CUDA devices that can read each other's memory (cuda::make_communicator).
 std::unique_ptr<Communicator> make_communicator(const std::vector<CommMember> & members);
+
+namespace cuda {
+// CUDA members only (runtime/cuda/cuda_collective.cu; a build with CUDA).
+std::unique_ptr<Communicator> make_communicator(const std::vector<CommMember> & members);
+} // namespace cuda
 
 } // namespace standin::rt

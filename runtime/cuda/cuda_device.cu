@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <map>
 #include <mutex>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -231,32 +231,35 @@ void CudaStream::copy_on_device(void * dst, const void * src, size_t n) {
     SI_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, begin_launch()));
 }
 
-namespace {
-
 // Direct copies between two GPUs need peer access, enabled once per ordered
 // pair; where the hardware has none, cudaMemcpyPeerAsync stages through the
 // host by itself, which is still asynchronous for the caller.
-void enable_peer(int dev, int peer) {
-    static std::mutex                    mu;
-    static std::set<std::pair<int, int>> tried;
-    std::lock_guard<std::mutex>          lock(mu);
-    if (dev == peer || !tried.insert({dev, peer}).second) {
-        return;
+bool enable_peer(int dev, int peer) {
+    static std::mutex                      mu;
+    static std::map<std::pair<int, int>, bool> tried;
+    std::lock_guard<std::mutex>            lock(mu);
+    if (dev == peer) {
+        return true;
     }
+    if (auto it = tried.find({dev, peer}); it != tried.end()) {
+        return it->second;
+    }
+    bool & on = tried[{dev, peer}];
     int can = 0;
     if (cudaDeviceCanAccessPeer(&can, dev, peer) != cudaSuccess || can == 0) {
         cudaGetLastError();
-        return;
+        return on = false;
     }
     SI_CUDA_CHECK(cudaSetDevice(dev));
     const cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
     if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) {
         SI_CUDA_CHECK_WARN(err);
+        cudaGetLastError();
+        return on = false;
     }
     cudaGetLastError();  // an "already enabled" is not an error to keep
+    return on = true;
 }
-
-} // namespace
 
 bool CudaStream::copy_from_stream(Stream & from, void * dst, const void * src, size_t n) {
     auto * other = dynamic_cast<CudaStream *>(&from);

@@ -30,6 +30,11 @@ void warn_failed(cudaError_t err, const char * stmt, const char * file, int line
         if (si_err_ != cudaSuccess) ::standin::rt::cuda::warn_failed(si_err_, #stmt, __FILE__, __LINE__); \
     } while (0)
 
+// Peer access from device `dev` to the memory of device `peer`, enabled once
+// per ordered pair: true when a kernel on dev may read peer's memory (always
+// for dev == peer), false where the hardware has no peer path.
+bool enable_peer(int dev, int peer);
+
 class CudaEvent final : public Event {
 public:
     explicit CudaEvent(int device);
