@@ -140,7 +140,7 @@ const Var kVars[] = {
     {"GGML_STANDIN_PDL", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.pdl, w); },
      [](const Config & c, std::ostream & s) { if (!c.pdl) s << " pdl=off"; }},
     {"GGML_STANDIN_CUDA_COMM", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda_comm, w); },
-     [](const Config & c, std::ostream & s) { if (!c.cuda_comm) s << " cuda_comm=off"; }},
+     [](const Config & c, std::ostream & s) { if (c.cuda_comm) s << " cuda_comm=on"; }},
     {"GGML_STANDIN_CUDA_UNPROVEN", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda_unproven, w); },
      [](const Config & c, std::ostream & s) { if (c.cuda_unproven) s << " cuda_unproven=on"; }},
     {"GGML_STANDIN_MODE", [](const char * n, const char * r, Config & c, Warnings & w) { read_choice(n, r, kModeNames, c.mode, w); },

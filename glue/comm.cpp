@@ -4,7 +4,7 @@
 // device for them; when init returns NULL or allreduce returns false, it runs
 // its own generic all-reduce (copies and ADD graphs) instead. So these answer
 // only for what runtime/collective.h covers (host devices; CUDA devices with
-// peer access to each other, unless GGML_STANDIN_CUDA_COMM=0) and decline
+// peer access to each other, with GGML_STANDIN_CUDA_COMM=1) and decline
 // everything else.
 #include <cstring>
 
@@ -39,7 +39,7 @@ void * comm_init(ggml_backend_t * backends, size_t n) {
         }
         BackendContext & b = backend_ctx(backends[i]);
         if (b.dev->rt->kind() == rt::Kind::cuda && !b.dev->config->cuda_comm) {
-            SI_LOG_DEBUG("GGML_STANDIN_CUDA_COMM=0: ggml's generic all-reduce is used");
+            SI_LOG_DEBUG("CUDA devices without GGML_STANDIN_CUDA_COMM=1: ggml's generic all-reduce is used");
             return nullptr;
         }
         members.push_back({b.dev->rt, b.stream.get()});
