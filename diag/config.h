@@ -53,7 +53,7 @@ struct Config {
     bool pdl               = true;  // GGML_STANDIN_PDL            0|1
     // CUDA devices: tensor split's all-reduce by standin (runtime/cuda/
     // cuda_collective.cu); off, ggml's generic all-reduce runs instead. Off
-    // by default until it has run on two GPUs (issue: two-GPU tensor split).
+    // by default until it has run on two GPUs (scripts/gpu-check multi).
     bool cuda_comm         = false; // GGML_STANDIN_CUDA_COMM      0|1
     // CUDA device: also claim the ops whose CUDA kernels have not yet passed
     // test-backend-ops on a GPU (rows marked SI_CUDA_UNPROVEN, kernels/op_rows.h);
