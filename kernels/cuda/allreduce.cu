@@ -6,6 +6,9 @@
 // bits, as the host communicator's members do (runtime/collective.cpp).
 #include "kernels/cuda/allreduce.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "runtime/cuda/cuda_device.h"
 
 namespace standin::kernels::cuda {

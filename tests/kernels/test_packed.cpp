@@ -440,18 +440,14 @@ void fill_extremes(ggml_type t, void * data, int64_t n_blocks, int64_t n_full) {
         const bool     full = i < n_full;
         const uint16_t d    = num::f32_to_fp16(0.01f * float(1 + i % 5));
         const uint16_t dmin = num::f32_to_fp16(0.02f * float(1 + i % 3));
-        auto k_min = [&](auto & blk) {  // Q4_K's fields, which Q5_K has too
+        auto k_min = [&](auto & blk) {  // Q4_K's fields, which Q5_K and Q2_K have too
             fill(blk.qs, full, 0xff);
             fill(blk.scales, full, 0xff);
             blk.d    = d;
             blk.dmin = dmin;
         };
         switch (t) {
-            case GGML_TYPE_Q2_K: {
-                auto & blk = static_cast<quant::BlockQ2_K *>(data)[i];
-                k_min(blk);
-                break;
-            }
+            case GGML_TYPE_Q2_K: k_min(static_cast<quant::BlockQ2_K *>(data)[i]); break;
             case GGML_TYPE_Q3_K: {
                 auto & blk = static_cast<quant::BlockQ3_K *>(data)[i];
                 fill(blk.qs, full, 0xff);
