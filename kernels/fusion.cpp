@@ -88,6 +88,18 @@ FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i) {
         r.status = cuda::rms_norm_mul(stream, node, next);
         return r;
     }
+    if (node->op == GGML_OP_ROPE && next->op == GGML_OP_ROPE) {
+        // Q, then K with its cache write, then V's cache write: one launch.
+        const int j2 = next_work(g, j), j3 = j2 >= 0 ? next_work(g, j2) : -1;
+        ggml_tensor * k_set = j2 >= 0 ? ggml_graph_node(g, j2) : nullptr;
+        ggml_tensor * v_set = j3 >= 0 ? ggml_graph_node(g, j3) : nullptr;
+        if (v_set != nullptr && supports(rt::Kind::cuda, k_set) && supports(rt::Kind::cuda, v_set) &&
+            cuda::rope_qkv_ok(node, next, k_set, v_set)) {
+            r.covered = j3 - i + 1;
+            r.status = cuda::rope_qkv(stream, node, next, k_set, v_set);
+            return r;
+        }
+    }
     if (node->op == GGML_OP_ROPE && cuda::rope_set_rows_ok(node, next)) {
         r.covered = j - i + 1;
         r.status = cuda::rope_set_rows(stream, node, next);

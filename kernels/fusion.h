@@ -1,6 +1,6 @@
 // Note [fusion]
 // Decoding a token runs a few hundred small nodes, so on a GPU the launches
-// themselves cost as much as the arithmetic. Five patterns of llama graphs
+// themselves cost as much as the arithmetic. Six patterns of llama graphs
 // are run as one launch each on the CUDA device:
 //   - RMS_NORM followed by the MUL with its weight (the norm's own result is
 //     still written, so other readers of it are served), and when the
@@ -18,6 +18,9 @@
 //   - likewise FLASH_ATTN_EXT and the output projection that reads its
 //     reshaped result: decoding's attention combine writes the quantized
 //     input (one launch fewer, not one launch: the attention is two).
+//   - ROPE followed by the SET_ROWS that stores its rotated rows into a KV
+//     cache; and, decoding, Q's ROPE, K's ROPE with that cache write and the
+//     SET_ROWS of V into its cache, three launches as one (rope_qkv).
 // The second needs the products adjacent, which llama's graphs are not (Q is
 // roped before K is computed), so order_for_fusion moves such a MUL_MAT up to
 // its partner when nothing between them can change what it reads; it runs in

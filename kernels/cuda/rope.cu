@@ -160,20 +160,47 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
 // on a barrier: the position, the pair's two values and the cache row index
 // are loaded together after the wait, and the kernel is about one memory
 // round trip long (the cached version was two, plus the cache's fill).
-__global__ void rope_pair_kernel(Shape d, Shape a, char * dd, const char * ad, const int32_t * pos, const float * ff,
-                                 RopeArgs ra, CacheOut co, int per_head, int total) {
+// The kernel takes a list of such jobs (RopeJobs): decoding's Q rotation,
+// K rotation with its cache write, and V's cache write (a job with no pairs:
+// every channel copied, and no result of its own) go in one launch
+// (rope_qkv); a lone ROPE is a list of one.
+struct RopeJob {
+    Shape          d, a;
+    char *         dd;  // the job's own result; null: cache rows only
+    const char *   ad;
+    const int32_t * pos;
+    const float *  ff;
+    RopeArgs       ra;
+    CacheOut       co;
+    int            per_head;  // threads per head: rotated pairs, then copied channels
+    int            threads;   // per_head * heads * positions
+};
+
+constexpr int kMaxJobs = 3;
+struct RopeJobs {
+    RopeJob job[kMaxJobs];
+    int     n;
+    int     total;  // threads of all jobs
+};
+
+__global__ void rope_pair_kernel(const __grid_constant__ RopeJobs jobs) {
     pdl_wait();  // Note [dependent launch]
     pdl_trigger();
-    const num::RopeParams & rp = ra.rp;
-    const int ne1 = int(a.ne[1]), ne2 = int(a.ne[2]);
-    const int npairs = int(rope_pairs(rp)), rotated = 2 * npairs;
-    const bool normal = rp.mode == num::kRopeNormal;
-    for (int t = int(blockIdx.x * blockDim.x + threadIdx.x); t < total; t += int(gridDim.x * blockDim.x)) {
-        const int j = t % per_head, r = t / per_head;
+    for (int t = int(blockIdx.x * blockDim.x + threadIdx.x); t < jobs.total; t += int(gridDim.x * blockDim.x)) {
+        int k = 0, tt = t;
+        while (k + 1 < jobs.n && tt >= jobs.job[k].threads) tt -= jobs.job[k++].threads;
+        const RopeJob & jb = jobs.job[k];
+        const num::RopeParams & rp = jb.ra.rp;
+        const Shape & a = jb.a;
+        const int ne1 = int(a.ne[1]), ne2 = int(a.ne[2]);
+        const int npairs = int(rope_pairs(rp)), rotated = 2 * npairs;
+        const bool normal = rp.mode == num::kRopeNormal;
+        const int j = tt % jb.per_head, r = tt / jb.per_head;
         const int i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
-        const char * x = row_at(ad, a, i1, i2, i3);
-        char * y = row_at(dd, d, i1, i2, i3);
+        const char * x = row_at(jb.ad, a, i1, i2, i3);
+        char * y = jb.dd != nullptr ? row_at(jb.dd, jb.d, i1, i2, i3) : nullptr;
         // The cache row of this position (null: none, or an index outside the cache).
+        const CacheOut & co = jb.co;
         char * crow = nullptr;
         if (co.d != nullptr) {
             const char * ip = co.idx + int64_t(i2) * co.idx_nb;
@@ -183,14 +210,14 @@ __global__ void rope_pair_kernel(Shape d, Shape a, char * dd, const char * ad, c
             }
         }
         const auto put = [&](int i0, float v) {
-            store_f(d.type, y + i0 * d.nb[0], v);
+            if (y != nullptr) store_f(jb.d.type, y + i0 * jb.d.nb[0], v);
             if (crow != nullptr) store_f(co.type, crow + i0 * (co.type == GGML_TYPE_F32 ? 4 : 2), v);
         };
         if (j < npairs) {
             const int ic = rp.n_offs + (normal ? 2 * j : j), off = normal ? 1 : npairs;
             const float x0 = load_f(a.type, x + ic * a.nb[0]);
             const float x1 = load_f(a.type, x + (ic + off) * a.nb[0]);
-            const float2 cs = pair_cos_sin(ra, pos, i2, ne2, ff, j);
+            const float2 cs = pair_cos_sin(jb.ra, jb.pos, i2, ne2, jb.ff, j);
             put(ic, x0 * cs.x - x1 * cs.y);
             put(ic + off, x0 * cs.y + x1 * cs.x);
         } else {
@@ -200,16 +227,17 @@ __global__ void rope_pair_kernel(Shape d, Shape a, char * dd, const char * ad, c
     }
 }
 
-Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const CacheOut & co) {
+// The rotation's parameters from a ROPE / ROPE_BACK node; false for what the
+// support predicate (op_table.cpp) refuses.
+bool rope_args_of(const ggml_tensor * node, RopeArgs & ra) {
     const ggml_tensor * src = node->src[0];
     if ((node->type != GGML_TYPE_F32 && node->type != GGML_TYPE_F16) || src->type != node->type) {
-        return false;  // the support predicate (op_table.cpp) refuses these
+        return false;
     }
-    RopeArgs ra;
     ra.rp = num::rope_params_from(reinterpret_cast<const int32_t *>(node->op_params));
     if (ra.rp.n_dims <= 0 || ra.rp.n_dims % 2 != 0 ||
         (ra.rp.mode == num::kRopeVision && (2 * int64_t(ra.rp.n_dims) != src->ne[0] || ra.rp.n_offs != 0))) {
-        return false;  // the support predicate (op_table.cpp) refuses these
+        return false;
     }
     num::rope_yarn_corr_dims(ra.rp.n_dims, ra.rp.n_ctx_orig, ra.rp.freq_base, ra.rp.beta_fast, ra.rp.beta_slow,
                              ra.corr);
@@ -218,21 +246,68 @@ Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const Cach
     bool same = node->data == src->data;
     for (int i = 0; i < 4; ++i) same = same && node->nb[i] == src->nb[i];
     ra.copy_rest = !same;
+    return true;
+}
+
+// A ROPE node (with the cache rows of a fused SET_ROWS, co) as a pair-kernel
+// job; false when it is not a decoding-sized one (the per-position kernel's).
+bool rope_job_of(ggml_tensor * node, const RopeArgs & ra, const CacheOut & co, RopeJob & jb) {
+    const ggml_tensor * src = node->src[0];
+    const int64_t positions = src->ne[2] * src->ne[3];
+    const int64_t rest = (ra.copy_rest || co.d != nullptr) ? src->ne[0] - 2 * rope_pairs(ra.rp) : 0;
+    const int64_t threads = (rope_pairs(ra.rp) + rest) * src->ne[1] * positions;
+    if (positions >= kFillBlocks || threads >= (int64_t(1) << 30) || ggml_nelements(node) >= (int64_t(1) << 30)) {
+        return false;
+    }
+    jb.d = shape_of(node);
+    jb.a = shape_of(src);
+    jb.dd = static_cast<char *>(node->data);
+    jb.ad = static_cast<const char *>(src->data);
+    jb.pos = static_cast<const int32_t *>(node->src[1]->data);
+    jb.ff = node->src[2] != nullptr ? static_cast<const float *>(node->src[2]->data) : nullptr;
+    jb.ra = ra;
+    jb.co = co;
+    jb.per_head = int(rope_pairs(ra.rp) + rest);
+    jb.threads = int(threads);
+    return true;
+}
+
+void launch_jobs(rt::cuda::CudaStream & stream, RopeJobs & jobs) {
+    constexpr int kPairBlock = 128;  // more blocks (SMs) for a decoded token's few heads
+    jobs.total = 0;
+    for (int k = 0; k < jobs.n; ++k) jobs.total += jobs.job[k].threads;
+    const int64_t blocks = (int64_t(jobs.total) + kPairBlock - 1) / kPairBlock;
+    launch(rope_pair_kernel, dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(blocks, limits::kGridX)))),
+           dim3(kPairBlock), 0, stream_of(stream), jobs);
+    SI_CUDA_LAUNCH_CHECK();
+}
+
+CacheOut cache_out_of(const ggml_tensor * set_rows) {
+    const ggml_tensor * idx = set_rows->src[1];
+    CacheOut co;
+    co.d = static_cast<char *>(set_rows->data);
+    co.row_nb = int64_t(set_rows->nb[1]);
+    co.rows = set_rows->ne[1];
+    co.type = set_rows->type;
+    co.idx = static_cast<const char *>(idx->data);
+    co.idx_nb = int64_t(idx->nb[0]);
+    co.idx64 = idx->type == GGML_TYPE_I64;
+    return co;
+}
+
+Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const CacheOut & co) {
+    const ggml_tensor * src = node->src[0];
+    RopeArgs ra;
+    if (!rope_args_of(node, ra)) {
+        return false;  // the support predicate (op_table.cpp) refuses these
+    }
     if (ggml_nelements(node) == 0) {
         return true;
     }
-    const int64_t positions = src->ne[2] * src->ne[3], pairs = src->ne[1] * rope_pairs(ra.rp);
-    const int64_t rest = (ra.copy_rest || co.d != nullptr) ? src->ne[0] - 2 * rope_pairs(ra.rp) : 0;
-    const int64_t pair_threads = (rope_pairs(ra.rp) + rest) * src->ne[1] * positions;
-    if (positions < kFillBlocks && pair_threads < (int64_t(1) << 30) && ggml_nelements(node) < (int64_t(1) << 30)) {
-        constexpr int kPairBlock = 128;  // more blocks (SMs) for a decoded token's few heads
-        const int64_t blocks = (pair_threads + kPairBlock - 1) / kPairBlock;
-        launch(rope_pair_kernel, dim3(unsigned(blocks < limits::kGridX ? blocks : limits::kGridX)), dim3(kPairBlock), 0,
-               stream_of(stream), shape_of(node), shape_of(src), static_cast<char *>(node->data),
-               static_cast<const char *>(src->data), static_cast<const int32_t *>(node->src[1]->data),
-               node->src[2] != nullptr ? static_cast<const float *>(node->src[2]->data) : nullptr, ra, co,
-               int(rope_pairs(ra.rp) + rest), int(pair_threads));
-        SI_CUDA_LAUNCH_CHECK();
+    RopeJobs jobs;
+    jobs.n = 1;
+    if (rope_job_of(node, ra, co, jobs.job[0])) {
+        launch_jobs(stream, jobs);
         return true;
     }
     const dim3 grid(unsigned(src->ne[2] < limits::kGridX ? src->ne[2] : limits::kGridX), grid_yz(src->ne[3]), 1);
@@ -267,16 +342,96 @@ bool rope_set_rows_ok(const ggml_tensor * rope, const ggml_tensor * set_rows) {
 }
 
 Status rope_set_rows(rt::cuda::CudaStream & stream, ggml_tensor * rope, ggml_tensor * set_rows) {
+    return rope_launch(stream, rope, cache_out_of(set_rows));
+}
+
+namespace {
+
+// A SET_ROWS that the pair kernel can run as a job with no pairs: rows of a
+// 2-D F32 / F16 source, contiguous within a row, to rows of a cache of the
+// same width; decoding-sized (as rope_job_of's bounds).
+bool set_rows_copy_ok(const ggml_tensor * set_rows) {
+    if (set_rows->op != GGML_OP_SET_ROWS) {
+        return false;
+    }
+    const ggml_tensor * v = set_rows->src[0];
     const ggml_tensor * idx = set_rows->src[1];
-    CacheOut co;
-    co.d = static_cast<char *>(set_rows->data);
-    co.row_nb = int64_t(set_rows->nb[1]);
-    co.rows = set_rows->ne[1];
-    co.type = set_rows->type;
-    co.idx = static_cast<const char *>(idx->data);
-    co.idx_nb = int64_t(idx->nb[0]);
-    co.idx64 = idx->type == GGML_TYPE_I64;
-    return rope_launch(stream, rope, co);
+    return v != nullptr && idx != nullptr && (v->type == GGML_TYPE_F32 || v->type == GGML_TYPE_F16) &&
+           v->nb[0] == ggml_type_size(v->type) && v->ne[2] == 1 && v->ne[3] == 1 && v->ne[1] < kFillBlocks &&
+           v->ne[0] * v->ne[1] < (int64_t(1) << 30) && (idx->type == GGML_TYPE_I64 || idx->type == GGML_TYPE_I32) &&
+           idx->ne[0] == v->ne[1] && (set_rows->type == GGML_TYPE_F32 || set_rows->type == GGML_TYPE_F16) &&
+           set_rows->ne[0] == v->ne[0] && set_rows->nb[0] == ggml_type_size(set_rows->type) && set_rows->ne[2] == 1 &&
+           set_rows->ne[3] == 1;
+}
+
+RopeJob copy_job_of(const ggml_tensor * set_rows) {
+    const ggml_tensor * v = set_rows->src[0];
+    RopeJob jb = {};
+    // One "head" of the whole row per position: position i2 is source row i2.
+    jb.a.ne[0] = v->ne[0];
+    jb.a.ne[1] = 1;
+    jb.a.ne[2] = v->ne[1];
+    jb.a.ne[3] = 1;
+    jb.a.nb[0] = int64_t(v->nb[0]);
+    jb.a.nb[1] = int64_t(v->nb[1]);
+    jb.a.nb[2] = int64_t(v->nb[1]);
+    jb.a.nb[3] = int64_t(v->nb[1]) * v->ne[1];
+    jb.a.type = int(v->type);
+    jb.ad = static_cast<const char *>(v->data);
+    jb.ra.rp = num::RopeParams{};  // no pairs: every channel is copied
+    jb.co = cache_out_of(set_rows);
+    jb.per_head = int(v->ne[0]);
+    jb.threads = int(v->ne[0] * v->ne[1]);
+    return jb;
+}
+
+bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
+    const char * pa = static_cast<const char *>(a->data);
+    const char * pb = static_cast<const char *>(b->data);
+    return pa < pb + ggml_nbytes(b) && pb < pa + ggml_nbytes(a);
+}
+
+} // namespace
+
+bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * k_set, const ggml_tensor * v_set) {
+    if (q->op != GGML_OP_ROPE || !rope_set_rows_ok(k, k_set) || !set_rows_copy_ok(v_set)) {
+        return false;
+    }
+    RopeArgs ra;
+    RopeJob jb;
+    if (!rope_args_of(q, ra) || !rope_job_of(const_cast<ggml_tensor *>(q), ra, CacheOut{}, jb) || !rope_args_of(k, ra) ||
+        !rope_job_of(const_cast<ggml_tensor *>(k), ra, cache_out_of(k_set), jb)) {
+        return false;
+    }
+    // One launch runs the three at once: nothing one writes may be read (or
+    // written) by another.
+    const ggml_tensor * writes[] = {q, k, k_set, v_set};
+    const ggml_tensor * reads[] = {q->src[0], q->src[1], q->src[2], k->src[0], k->src[1], k->src[2], k_set->src[1],
+                                   v_set->src[0], v_set->src[1]};
+    for (int w = 0; w < 4; ++w) {
+        for (const ggml_tensor * r : reads) {
+            // A rope in place reads what it writes, each thread its own pair.
+            if (r != nullptr && r != writes[w]->src[0] && overlaps(writes[w], r)) return false;
+        }
+        for (int o = w + 1; o < 4; ++o) {
+            if (overlaps(writes[w], writes[o])) return false;
+        }
+    }
+    return true;
+}
+
+Status rope_qkv(rt::cuda::CudaStream & stream, ggml_tensor * q, ggml_tensor * k, ggml_tensor * k_set,
+                ggml_tensor * v_set) {
+    RopeJobs jobs;
+    jobs.n = 3;
+    RopeArgs qa, ka;
+    if (!rope_args_of(q, qa) || !rope_args_of(k, ka) || !rope_job_of(q, qa, CacheOut{}, jobs.job[0]) ||
+        !rope_job_of(k, ka, cache_out_of(k_set), jobs.job[1])) {
+        return false;  // rope_qkv_ok refuses these
+    }
+    jobs.job[2] = copy_job_of(v_set);
+    launch_jobs(stream, jobs);
+    return true;
 }
 
 } // namespace standin::kernels::cuda
