@@ -5,8 +5,8 @@
 #include <chrono>
 #include <shared_mutex>
 
-// ggml_cgraph::uid (the graph-reuse shortcut of graph_compute); the header's
-// static helpers are unused here.
+// ggml_cgraph::uid (the graph-reuse shortcut of graph_compute) and its use
+// counts (graph_use_count); the header's other static helpers are unused here.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "ggml-impl.h"
@@ -103,11 +103,15 @@ void backend_synchronize(ggml_backend_t backend) { backend_ctx(backend).stream->
 
 // Everything a node's launch depends on, appended to `key`: equal keys mean
 // the same kernels with the same arguments, so a recording can be replayed.
-void append_node_key(std::vector<uint8_t> & key, const ggml_tensor * t) {
+// The use counts are in it since a fused launch may skip a result nothing
+// else reads (kernels::UseCount).
+void append_node_key(std::vector<uint8_t> & key, const ggml_cgraph * g, const ggml_tensor * t) {
     auto put = [&key](const void * p, size_t n) {
         const auto * b = static_cast<const uint8_t *>(p);
         key.insert(key.end(), b, b + n);
     };
+    const int uses = graph_use_count(g, t);
+    put(&uses, sizeof(uses));
     put(&t->op, sizeof(t->op));
     put(&t->type, sizeof(t->type));
     put(&t->flags, sizeof(t->flags));
@@ -121,6 +125,8 @@ void append_node_key(std::vector<uint8_t> & key, const ggml_tensor * t) {
             put(&none, sizeof(none));
             continue;
         }
+        const int src_uses = graph_use_count(g, s);
+        put(&src_uses, sizeof(src_uses));
         put(&s->data, sizeof(s->data));
         put(&s->type, sizeof(s->type));
         put(s->ne, sizeof(s->ne));
@@ -151,7 +157,7 @@ ggml_status run_nodes(BackendContext & ctx, ggml_cgraph * cgraph, bool profile, 
         }
         diag::crash_context_node("graph_compute", ctx.dev->name.c_str(), ggml_op_desc(node), i);
         if (ctx.dev->config->fusion) {
-            const kernels::FusedRun fused = kernels::run_fused(kind, *ctx.stream, cgraph, i);
+            const kernels::FusedRun fused = kernels::run_fused(kind, *ctx.stream, cgraph, i, graph_use_count);
             if (fused.covered > 0) {
                 if (!fused.status) {
                     diag::crash_context_clear();
@@ -255,7 +261,7 @@ ggml_status compute_graph(BackendContext & ctx, ggml_cgraph * cgraph) {
         const int n_nodes = ggml_graph_n_nodes(cgraph);
         for (int i = 0; i < n_nodes; ++i) {
             const ggml_tensor * node = ggml_graph_node(cgraph, i);
-            if (kernels::has_work(node)) append_node_key(key, node);
+            if (kernels::has_work(node)) append_node_key(key, cgraph, node);
         }
         if (ctx.stream->replay(key)) {
             ctx.recorded_graph = cgraph;
@@ -351,6 +357,20 @@ const ggml_backend_i backend_iface = {
 };
 
 } // namespace
+
+// From the counts ggml keeps while building a graph (a split shares them with
+// the graph it views); -1 when the graph holds none or does not know the node.
+int graph_use_count(const ggml_cgraph * g, const ggml_tensor * node) {
+    if (g == nullptr || g->use_counts == nullptr || g->visited_hash_set.size == 0 ||
+        g->visited_hash_set.keys == nullptr) {
+        return -1;
+    }
+    const size_t pos = ggml_hash_find(&g->visited_hash_set, node);
+    if (pos == GGML_HASHSET_FULL || !ggml_bitset_get(g->visited_hash_set.used, pos)) {
+        return -1;
+    }
+    return g->use_counts[pos];
+}
 
 ggml_backend_t make_backend(DeviceContext & dev) {
     if (dev.config->fault_at("backend")) {

@@ -57,7 +57,7 @@ int next_work(ggml_cgraph * g, int i) {
     return -1;
 }
 
-FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i) {
+FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i, UseCount uses) {
     FusedRun r;
     ggml_tensor * node = ggml_graph_node(g, i);
     const int j = next_work(g, i);
@@ -93,11 +93,13 @@ FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i) {
         const int j2 = next_work(g, j), j3 = j2 >= 0 ? next_work(g, j2) : -1;
         ggml_tensor * k_set = j2 >= 0 ? ggml_graph_node(g, j2) : nullptr;
         ggml_tensor * v_set = j3 >= 0 ? ggml_graph_node(g, j3) : nullptr;
-        if (v_set != nullptr && supports(rt::Kind::cuda, k_set) && supports(rt::Kind::cuda, v_set) &&
-            cuda::rope_qkv_ok(node, next, k_set, v_set)) {
-            r.covered = j3 - i + 1;
-            r.status = cuda::rope_qkv(stream, node, next, k_set, v_set);
-            return r;
+        if (v_set != nullptr && supports(rt::Kind::cuda, k_set) && supports(rt::Kind::cuda, v_set)) {
+            const bool k_cache_only = read_only_by(g, next, k_set, uses);
+            if (cuda::rope_qkv_ok(node, next, k_set, v_set, k_cache_only)) {
+                r.covered = j3 - i + 1;
+                r.status = cuda::rope_qkv(stream, node, next, k_set, v_set, k_cache_only);
+                return r;
+            }
         }
     }
     if (node->op == GGML_OP_ROPE && cuda::rope_set_rows_ok(node, next)) {
@@ -151,6 +153,12 @@ bool has_work(const ggml_tensor * node) {
     return (node->flags & GGML_TENSOR_FLAG_COMPUTE) != 0 && !ggml_is_empty(node) && !is_view_op(node->op);
 }
 
+bool read_only_by(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * set, UseCount uses) {
+    const ggml_tensor * view = set->src[0];
+    return uses != nullptr && (t->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && view != nullptr && view->view_src == t &&
+           view->src[0] == t && (view->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && uses(g, t) == 1 && uses(g, view) == 1;
+}
+
 int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes) {
     if (kind != rt::Kind::cuda) return 0;
     int moved = 0;
@@ -172,10 +180,11 @@ int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes) {
     return moved;
 }
 
-FusedRun run_fused(rt::Kind kind, rt::Stream & stream, ggml_cgraph * graph, int i) {
+FusedRun run_fused(rt::Kind kind, rt::Stream & stream, ggml_cgraph * graph, int i, UseCount uses) {
 #ifdef STANDIN_WITH_CUDA
-    if (kind == rt::Kind::cuda) return run_fused_cuda(rt::cuda::CudaStream::of(stream), graph, i);
+    if (kind == rt::Kind::cuda) return run_fused_cuda(rt::cuda::CudaStream::of(stream), graph, i, uses);
 #endif
+    (void) uses;
     (void) kind;
     (void) stream;
     (void) graph;

@@ -20,7 +20,11 @@
 //     input (one launch fewer, not one launch: the attention is two).
 //   - ROPE followed by the SET_ROWS that stores its rotated rows into a KV
 //     cache; and, decoding, Q's ROPE, K's ROPE with that cache write and the
-//     SET_ROWS of V into its cache, three launches as one (rope_qkv).
+//     SET_ROWS of V into its cache, three launches as one (rope_qkv). ggml
+//     may place K's rotated result over Q's unrotated source (free once Q's
+//     ROPE ran, one by one); when nothing but the cache write reads that
+//     result (the graph's use counts say so), the launch does not write it,
+//     else it declines such an overlap.
 // The second needs the products adjacent, which llama's graphs are not (Q is
 // roped before K is computed), so order_for_fusion moves such a MUL_MAT up to
 // its partner when nothing between them can change what it reads; it runs in
@@ -42,6 +46,15 @@ bool has_work(const ggml_tensor * node);
 // is safe (see the note); returns how many nodes moved.
 int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes);
 
+// How many nodes of the graph read a node (ggml counts them as it builds a
+// graph, and a split is a view of that graph); negative when the graph holds
+// no counts. glue supplies it: the counts live in ggml's private headers.
+using UseCount = int (*)(const ggml_cgraph * graph, const ggml_tensor * node);
+
+// Whether the cache write `set` (reading t through its view, set->src[0]) is
+// all that reads t, so a fused launch need not write t itself.
+bool read_only_by(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * set, UseCount uses);
+
 struct FusedRun {
     int  covered = 0;  // graph positions the fused launch stands for; 0: none matched
     Status status = Status::ok;
@@ -49,6 +62,6 @@ struct FusedRun {
 
 // Runs the nodes starting at position i as one fused launch if a pattern
 // matches there on this kind of device.
-FusedRun run_fused(rt::Kind kind, rt::Stream & stream, ggml_cgraph * graph, int i);
+FusedRun run_fused(rt::Kind kind, rt::Stream & stream, ggml_cgraph * graph, int i, UseCount uses);
 
 } // namespace standin::kernels

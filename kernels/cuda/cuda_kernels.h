@@ -104,9 +104,12 @@ Status rope_set_rows(rt::cuda::CudaStream & stream, ggml_tensor * rope, ggml_ten
 // Decoding's three cache steps in one launch: ROPE of Q, ROPE of K with the
 // SET_ROWS that stores it into the K cache, and the SET_ROWS of V into the V
 // cache (rope_qkv_ok: all decoding-sized, nothing one writes read by another).
-bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * k_set, const ggml_tensor * v_set);
+// k_cache_only: nothing else reads K's rotated result, so it is not written
+// (only its cache rows are), and its memory may hold what the others read.
+bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * k_set, const ggml_tensor * v_set,
+                 bool k_cache_only);
 Status rope_qkv(rt::cuda::CudaStream & stream, ggml_tensor * q, ggml_tensor * k, ggml_tensor * k_set,
-                ggml_tensor * v_set);
+                ggml_tensor * v_set, bool k_cache_only);
 // RMS_NORM followed by MUL of its result with a broadcast F32 weight; both
 // results are written (rms_norm_mul_ok says whether the pair qualifies)
 bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul);

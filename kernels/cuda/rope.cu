@@ -23,7 +23,9 @@
 // Fused with the SET_ROWS that stores the rotated rows into a KV cache
 // (fusion.cpp, rope_set_rows_ok): each value is also written, converted to
 // the cache's type, at its cache row, so the cache write costs no launch of
-// its own. The rope's own result is still written, for any other reader.
+// its own. The rope's own result is still written, for any other reader,
+// except in decoding's rope_qkv launch when the graph's use counts show the
+// cache write is its only reader (ggml may have put it over Q's source).
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o ROPE (ROPE_BACK), and
 // ROPE_SET_ROWS (the fused pair)
@@ -393,7 +395,8 @@ bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
 
 } // namespace
 
-bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * k_set, const ggml_tensor * v_set) {
+bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * k_set, const ggml_tensor * v_set,
+                 bool k_cache_only) {
     if (q->op != GGML_OP_ROPE || !rope_set_rows_ok(k, k_set) || !set_rows_copy_ok(v_set)) {
         return false;
     }
@@ -404,16 +407,18 @@ bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor
         return false;
     }
     // One launch runs the three at once: nothing one writes may be read (or
-    // written) by another.
-    const ggml_tensor * writes[] = {q, k, k_set, v_set};
+    // written) by another. K's rotated result is not written when only its
+    // cache write reads it (ggml may well have put it over Q's source).
+    const ggml_tensor * writes[] = {q, k_set, v_set, k};
+    const int n_writes = k_cache_only ? 3 : 4;
     const ggml_tensor * reads[] = {q->src[0], q->src[1], q->src[2], k->src[0], k->src[1], k->src[2], k_set->src[1],
                                    v_set->src[0], v_set->src[1]};
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < n_writes; ++w) {
         for (const ggml_tensor * r : reads) {
             // A rope in place reads what it writes, each thread its own pair.
             if (r != nullptr && r != writes[w]->src[0] && overlaps(writes[w], r)) return false;
         }
-        for (int o = w + 1; o < 4; ++o) {
+        for (int o = w + 1; o < n_writes; ++o) {
             if (overlaps(writes[w], writes[o])) return false;
         }
     }
@@ -421,7 +426,7 @@ bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor
 }
 
 Status rope_qkv(rt::cuda::CudaStream & stream, ggml_tensor * q, ggml_tensor * k, ggml_tensor * k_set,
-                ggml_tensor * v_set) {
+                ggml_tensor * v_set, bool k_cache_only) {
     RopeJobs jobs;
     jobs.n = 3;
     RopeArgs qa, ka;
@@ -429,6 +434,7 @@ Status rope_qkv(rt::cuda::CudaStream & stream, ggml_tensor * q, ggml_tensor * k,
         !rope_job_of(k, ka, cache_out_of(k_set), jobs.job[1])) {
         return false;  // rope_qkv_ok refuses these
     }
+    if (k_cache_only) jobs.job[1].dd = nullptr;
     jobs.job[2] = copy_job_of(v_set);
     launch_jobs(stream, jobs);
     return true;

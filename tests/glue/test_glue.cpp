@@ -10,6 +10,11 @@
 #include "diag/config.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
+// ggml_graph_view (a scheduler split); the header's static helpers are unused here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "ggml-impl.h"
+#pragma GCC diagnostic pop
 #include "ggml.h"
 #include "glue/glue.h"
 #include "interpose/audit.h"
@@ -276,4 +281,31 @@ TEST(GlueKernelStatus, ScratchFailureIsAllocFailed) {
     ggml_backend_buffer_free(buf);
     ggml_free(ctx);
     ggml_backend_free(backend);
+}
+
+// The use counts fusion asks for (graph_use_count): ggml's own, the same
+// through a view of part of the graph (a scheduler split), -1 for a tensor
+// the graph does not hold.
+TEST(Glue, GraphUseCountsAreGgmls) {
+    ggml_init_params p{16 * 1024 * 1024, nullptr, true};
+    ggml_context * ctx = ggml_init(p);
+    ggml_tensor * x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 16);
+    ggml_tensor * a = ggml_scale(ctx, x, 2.0f);
+    ggml_tensor * view = ggml_view_1d(ctx, a, 8, 0);
+    ggml_tensor * b = ggml_add(ctx, a, a);
+    ggml_tensor * c = ggml_sum(ctx, view);
+    ggml_tensor * d = ggml_add(ctx, b, ggml_sum(ctx, c));
+    ggml_tensor * outside = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 16);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, d);
+    using standin::glue::graph_use_count;
+    EXPECT_EQ(graph_use_count(g, a), 3);  // the view, and b twice
+    EXPECT_EQ(graph_use_count(g, view), 1);
+    EXPECT_EQ(graph_use_count(g, b), 1);
+    EXPECT_EQ(graph_use_count(g, d), 0);
+    EXPECT_EQ(graph_use_count(g, outside), -1);
+    ggml_cgraph split = ggml_graph_view(g, 1, ggml_graph_n_nodes(g));
+    EXPECT_EQ(graph_use_count(&split, a), 3);
+    EXPECT_EQ(graph_use_count(nullptr, a), -1);
+    ggml_free(ctx);
 }

@@ -7,8 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
 #include "ggml.h"
 #include "kernels/fusion.h"
+#ifdef STANDIN_WITH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 using standin::kernels::order_for_fusion;
 using standin::rt::Kind;
@@ -132,4 +137,112 @@ TEST(Fusion, OnlyWeightProductsOfOneSrc1Move) {
     EXPECT_EQ(order_for_fusion(Kind::host, ggml_graph_nodes(gr.g), ggml_graph_n_nodes(gr.g)), 0);
     EXPECT_EQ(gr.reorder(), 0);
     EXPECT_EQ(gr.names(), before);
+}
+
+// llama's decoding attention block as its graph builder writes it (llm_graph's
+// build_qkv and build_attn, llama_kv_cache's cpy_k / cpy_v with flash
+// attention); `reader` makes K's rotated result read by more than its cache
+// write.
+struct DecodeBlock {
+    Graph gr;
+    ggml_tensor *q = nullptr, *k = nullptr, *k_set = nullptr, *v_set = nullptr;
+    explicit DecodeBlock(bool k_read_elsewhere = false) {
+        const int64_t d = 128, n_head = 8, n_kv = 2, n_embd = d * n_head, n_gqa = d * n_kv, n_ctx = 64;
+        ggml_context * c = gr.ctx;
+        ggml_tensor * x = named(ggml_new_tensor_2d(c, GGML_TYPE_F32, n_embd, 1), "x");
+        ggml_tensor * g = named(ggml_new_tensor_1d(c, GGML_TYPE_F32, n_embd), "attn_norm");
+        ggml_tensor * pos = named(ggml_new_tensor_1d(c, GGML_TYPE_I32, 1), "inp_pos");
+        ggml_tensor * idx = named(ggml_new_tensor_1d(c, GGML_TYPE_I64, 1), "kv_idxs");
+        ggml_tensor * kc = named(ggml_new_tensor_3d(c, GGML_TYPE_F16, n_gqa, n_ctx, 1), "cache_k");
+        ggml_tensor * vc = named(ggml_new_tensor_3d(c, GGML_TYPE_F16, n_gqa, n_ctx, 1), "cache_v");
+        for (ggml_tensor * t : {x, g, pos, idx, kc, vc}) ggml_set_input(t);
+        ggml_tensor * cur = named(ggml_mul(c, ggml_rms_norm(c, x, 1e-5f), g), "norm_mul");
+        ggml_tensor * qm = named(ggml_mul_mat(c, gr.weight("wq", n_embd, n_embd), cur), "q");
+        ggml_tensor * km = named(ggml_mul_mat(c, gr.weight("wk", n_embd, n_gqa), cur), "k");
+        ggml_tensor * vm = named(ggml_mul_mat(c, gr.weight("wv", n_embd, n_gqa), cur), "v");
+        ggml_tensor * v = ggml_reshape_3d(c, vm, d, n_kv, 1);
+        q = named(ggml_rope_ext(c, ggml_reshape_3d(c, qm, d, n_head, 1), pos, nullptr, int(d), 0, 4096, 10000.0f,
+                                1.0f, 0.0f, 1.0f, 32.0f, 1.0f), "q_rope");
+        k = named(ggml_rope_ext(c, ggml_reshape_3d(c, km, d, n_kv, 1), pos, nullptr, int(d), 0, 4096, 10000.0f,
+                                1.0f, 0.0f, 1.0f, 32.0f, 1.0f), "k_rope");
+        ggml_build_forward_expand(gr.g, q);
+        ggml_build_forward_expand(gr.g, v);
+        ggml_build_forward_expand(gr.g, k);
+        k_set = named(ggml_set_rows(c, kc, ggml_view_2d(c, k, n_gqa, 1, k->nb[2], 0), idx), "k_set");
+        v_set = named(ggml_set_rows(c, vc, ggml_view_2d(c, v, n_gqa, 1, v->nb[2], 0), idx), "v_set");
+        ggml_build_forward_expand(gr.g, k_set);
+        ggml_build_forward_expand(gr.g, v_set);
+        // Readers of each, as the attention is (it reads K from the cache).
+        ggml_build_forward_expand(gr.g, named(ggml_add(c, ggml_sum(c, q), ggml_sum(c, k_set)), "reader"));
+        ggml_build_forward_expand(gr.g, named(ggml_sum(c, v_set), "reader_v"));
+        if (k_read_elsewhere) ggml_build_forward_expand(gr.g, named(ggml_sum(c, k), "reader_k"));
+    }
+};
+
+// After the reorder, Q's ROPE, K's ROPE, K's cache write and V's cache write
+// are the next four nodes with work, and they qualify as one rope_qkv launch;
+// when ggml puts K's rotated result over Q's unrotated source (its memory is
+// free once Q's ROPE ran, one by one), they qualify only if that result is
+// not written.
+TEST(Fusion, LlamaDecodeRopesAndCacheWritesAreOneRun) {
+    DecodeBlock b;
+    Graph & gr = b.gr;
+    EXPECT_EQ(gr.reorder(), 2);
+    expect_topological(gr);
+    ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    ASSERT_TRUE(ggml_gallocr_alloc_graph(galloc, gr.g));
+    ggml_backend_buffer_t weights = ggml_backend_alloc_ctx_tensors_from_buft(gr.ctx, ggml_backend_cpu_buffer_type());
+    std::vector<ggml_tensor *> work;
+    for (ggml_tensor * t : gr.nodes()) {
+        if (standin::kernels::has_work(t)) work.push_back(t);
+    }
+    const auto at = std::find(work.begin(), work.end(), b.q) - work.begin();
+    ASSERT_LE(size_t(at + 4), work.size());
+    EXPECT_EQ(work[at + 1], b.k);
+    EXPECT_EQ(work[at + 2], b.k_set);
+    EXPECT_EQ(work[at + 3], b.v_set);
+#ifdef STANDIN_WITH_CUDA
+    using standin::kernels::cuda::rope_qkv_ok;
+    EXPECT_TRUE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, false));
+    EXPECT_TRUE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, true));
+    ggml_tensor * k_view = b.k_set->src[0];
+    b.k->data = b.q->src[0]->data;
+    k_view->data = b.k->data;
+    EXPECT_FALSE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, false));
+    EXPECT_TRUE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, true));
+    // The cache rows themselves may never hold what another job reads.
+    b.k_set->data = b.q->src[0]->data;
+    EXPECT_FALSE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, true));
+#endif
+    ggml_backend_buffer_free(weights);
+    ggml_gallocr_free(galloc);
+}
+
+namespace {
+// The nodes that read t, counted by scanning (glue's count comes from ggml's
+// own counts; tests/glue checks that one).
+int scan_uses(const ggml_cgraph * g, const ggml_tensor * t) {
+    auto * gm = const_cast<ggml_cgraph *>(g);
+    int n = 0;
+    for (int i = 0; i < ggml_graph_n_nodes(gm); ++i) {
+        for (const ggml_tensor * s : ggml_graph_node(gm, i)->src) n += s == t ? 1 : 0;
+    }
+    return n;
+}
+} // namespace
+
+// K's rotated result is left unwritten only when its cache write is all that
+// reads it, the graph has counts, and nobody asked for it as an output.
+TEST(Fusion, CacheOnlyWhenNothingElseReadsK) {
+    DecodeBlock only;
+    EXPECT_TRUE(standin::kernels::read_only_by(only.gr.g, only.k, only.k_set, scan_uses));
+    EXPECT_FALSE(standin::kernels::read_only_by(only.gr.g, only.k, only.k_set, nullptr));
+    EXPECT_FALSE(standin::kernels::read_only_by(only.gr.g, only.k, only.k_set,
+                                                [](const ggml_cgraph *, const ggml_tensor *) { return -1; }));
+    ggml_set_output(only.k);
+    EXPECT_FALSE(standin::kernels::read_only_by(only.gr.g, only.k, only.k_set, scan_uses));
+    DecodeBlock more(true);
+    EXPECT_FALSE(standin::kernels::read_only_by(more.gr.g, more.k, more.k_set, scan_uses));
+    // Q's result has no cache write reading it through a view.
+    EXPECT_FALSE(standin::kernels::read_only_by(only.gr.g, only.q, only.k_set, scan_uses));
 }
