@@ -74,6 +74,21 @@ QuantizeResult check_quantize_type(const std::string & tool, const std::string &
     return r;
 }
 
+namespace {
+
+// llama.h's LLAMA_FTYPE_MOSTLY_* of the types that reach the override; 0: none.
+uint32_t llama_file_type_of(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_MXFP4: return 38;  // MOSTLY_MXFP4_MOE
+        case GGML_TYPE_NVFP4: return 39;
+        case GGML_TYPE_Q1_0:  return 40;
+        case GGML_TYPE_Q2_0:  return 41;
+        default:              return 0;
+    }
+}
+
+} // namespace
+
 bool layer_type_override(const std::string & type, LayerOverride & out) {
     for (int i = 0; i < GGML_TYPE_COUNT; ++i) {
         const ggml_type t = ggml_type(i);
@@ -84,6 +99,10 @@ bool layer_type_override(const std::string & type, LayerOverride & out) {
         // Layer matrices only: norms are 1-D and stay F32 either way.
         out.base = "Q8_0";
         out.args = {"--tensor-type", std::string("blk\\.[0-9]+\\.(attn|ffn)_=") + name};
+        if (const uint32_t ft = llama_file_type_of(t); ft != 0) {
+            // llama-quantize applies metadata overrides after it writes its own file type.
+            out.args.insert(out.args.end(), {"--override-kv", "general.file_type=int:" + std::to_string(ft)});
+        }
         return true;
     }
     return false;

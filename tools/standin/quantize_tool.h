@@ -29,8 +29,10 @@ QuantizeResult check_quantize_type(const std::string & tool, const std::string &
 // A block type of ggml that llama-quantize has no whole-model mix for
 // (mxfp4, nvfp4, q1_0, ...: its MXFP4 mix quantizes only MoE experts): the
 // model is quantized with `base` (Q8_0: embeddings and output) and every
-// layer matrix overridden to the type. False when `type` names no quantized
-// ggml type.
+// layer matrix overridden to the type, and general.file_type set to llama's
+// name for the type where it has one (LLAMA_FTYPE_MOSTLY_MXFP4_MOE ...), so
+// llama-bench names the model by its layers' type, not by Q8_0. False when
+// `type` names no quantized ggml type.
 struct LayerOverride {
     std::string              base;
     std::vector<std::string> args;  // llama-quantize options before its positional arguments

@@ -348,6 +348,14 @@ TEST(QuantizeTool, Mxfp4LayersThroughTheOverride) {
     }
     std::map<ggml_type, int> counts = tensor_type_counts(out);
     EXPECT_EQ(counts[GGML_TYPE_MXFP4], layer_mats) << describe_type_counts(counts);
+    // Named by its layers' type (LLAMA_FTYPE_MOSTLY_MXFP4_MOE), not by the base mix.
+    gguf_init_params gp{true, nullptr};
+    gguf_context * g = gguf_init_from_file(out.c_str(), gp);
+    ASSERT_NE(g, nullptr);
+    const int64_t key = gguf_find_key(g, "general.file_type");
+    ASSERT_GE(key, 0);
+    EXPECT_EQ(gguf_get_val_u32(g, key), 38u);
+    gguf_free(g);
     EXPECT_EQ(counts[GGML_TYPE_Q8_0], other_mats) << describe_type_counts(counts);
     EXPECT_EQ(counts[GGML_TYPE_F16], 0) << describe_type_counts(counts);
 }
