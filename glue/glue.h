@@ -101,9 +101,9 @@ ggml_backend_t make_backend(DeviceContext & dev);
 // in place, under weights_mu held exclusively (Note [packed weights]).
 void pack_graph_weights(DeviceContext & dev, ggml_cgraph * graph);
 ggml_backend_event_t make_event(DeviceContext & dev);
+void free_event(ggml_backend_event_t event);
 // How many nodes of graph g read `node` (ggml's own counts; kernels::UseCount).
 int graph_use_count(const ggml_cgraph * g, const ggml_tensor * node);
-void free_event(ggml_backend_event_t event);
 
 // Whether a buffer type is one of standin's (any device).
 bool is_standin_buft(ggml_backend_buffer_type_t buft);

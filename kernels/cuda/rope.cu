@@ -414,9 +414,10 @@ bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor
     const ggml_tensor * reads[] = {q->src[0], q->src[1], q->src[2], k->src[0], k->src[1], k->src[2], k_set->src[1],
                                    v_set->src[0], v_set->src[1]};
     for (int w = 0; w < n_writes; ++w) {
+        // A rope in place reads what it writes, each thread its own pair.
+        const ggml_tensor * own = writes[w]->op == GGML_OP_ROPE ? writes[w]->src[0] : nullptr;
         for (const ggml_tensor * r : reads) {
-            // A rope in place reads what it writes, each thread its own pair.
-            if (r != nullptr && r != writes[w]->src[0] && overlaps(writes[w], r)) return false;
+            if (r != nullptr && r != own && overlaps(writes[w], r)) return false;
         }
         for (int o = w + 1; o < n_writes; ++o) {
             if (overlaps(writes[w], writes[o])) return false;

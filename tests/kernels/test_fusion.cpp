@@ -210,8 +210,13 @@ TEST(Fusion, LlamaDecodeRopesAndCacheWritesAreOneRun) {
     k_view->data = b.k->data;
     EXPECT_FALSE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, false));
     EXPECT_TRUE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, true));
-    // The cache rows themselves may never hold what another job reads.
+    // The cache rows themselves may never hold what another job reads, V's
+    // own source included (only a rope may write over its source).
+    void * k_cache = b.k_set->data;
     b.k_set->data = b.q->src[0]->data;
+    EXPECT_FALSE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, true));
+    b.k_set->data = k_cache;
+    b.v_set->data = b.v_set->src[0]->data;
     EXPECT_FALSE(rope_qkv_ok(b.q, b.k, b.k_set, b.v_set, true));
 #endif
     ggml_backend_buffer_free(weights);
