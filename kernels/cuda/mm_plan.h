@@ -17,8 +17,11 @@
 //                                    K % 256 and 8-byte aligned rows, the rest
 //                                    over decode_run's runs (mul_mat_vec_run.cu)
 //   MXFP4, NVFP4,      9..           cuBLAS over weights decoded to F16,
-//   Q1_0, Q2_0)                      else the tiled TF32 kernel (no mmq
-//                                    format; weight_types.h lists them)
+//   Q1_0, Q2_0)                      else the tiled TF32 kernel (weight_types.h
+//                                    lists them)
+//   IQ4_NL, IQ4_XS,    9..127        mmq, once its formats for them have run
+//   MXFP4                            on a GPU (mmq_proven); until then only
+//                                    with GGML_STANDIN_CUDA_UNPROVEN=1
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
 // mat-vecs beat mmq up to the counts of vec_int below; mmq is ahead of
 // ggml-cuda at 8 to 16 columns (Q4_0 1.23-1.26), level at 24, 32 and 64
@@ -65,6 +68,7 @@ struct Problem {
     bool      blas_ok;        // cuBLAS is loaded and enabled
     int       sms;            // multiprocessors of the device
     int       mmq_mode;       // 0: table, 1: never mmq, 2: mmq wherever it can run
+    bool      unproven_ok = false;  // GGML_STANDIN_CUDA_UNPROVEN: formats not yet run on a GPU may be picked
 };
 
 struct Choice {
@@ -83,6 +87,7 @@ inline int mmq_chunk(ggml_type t) {
     switch (t) {
         case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
         case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
+        case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS: case GGML_TYPE_MXFP4:
             return 256;
         case GGML_TYPE_Q6_K:
             return 512;
@@ -124,6 +129,18 @@ inline bool mmq_can(const Problem & p) {
     return chunk > 0 && p.K % chunk == 0 && p.rows_aligned && p.M > 0 && p.N > 0;
 }
 
+// mmq's formats that have passed test-backend-ops on a GPU; the others (the
+// table formats, checked on the host by tests/kernels/mmq_formats_check.cu)
+// are picked only with unproven_ok, as the op table claims unproven kernels.
+inline bool mmq_proven(ggml_type t) {
+    return t != GGML_TYPE_IQ4_NL && t != GGML_TYPE_IQ4_XS && t != GGML_TYPE_MXFP4;
+}
+
+// Whether mmq may take the product: a kernel for it, not switched off, proven.
+inline bool mmq_allowed(const Problem & p) {
+    return mmq_can(p) && p.mmq_mode != 1 && (mmq_proven(p.type) || p.unproven_ok);
+}
+
 // Tile shape and K split for mmq.
 inline Choice mmq_choice(const Problem & p) {
     Choice c;
@@ -155,14 +172,14 @@ inline Choice choose(const Problem & p) {
         c.path = p.N <= kVecMaxN ? Path::vec_float : p.blas_ok ? Path::blas : Path::tile;
         return c;
     }
-    if (is_int_form_weight(p.type)) {
+    const bool mmq = mmq_allowed(p);
+    if (is_int_form_weight(p.type) && !mmq) {
         // The mat-vec wherever it takes the product (q8_applies: 2-byte aligned
         // rows); beyond, or for rows it cannot read, the F16 decode and cuBLAS,
         // else the tiled kernel (both decode whole runs).
         c.path = p.vec_int_ok ? Path::vec_int : p.N > kVecMaxN && p.blas_ok ? Path::blas : Path::tile;
         return c;
     }
-    const bool mmq = mmq_can(p) && p.mmq_mode != 1;
     if (p.vec_int_ok && (p.N <= vec_int(p.type).pick_n || !mmq) && p.mmq_mode != 2) {
         c.path = Path::vec_int;
         return c;

@@ -83,7 +83,7 @@ template <int NT> __device__ __forceinline__ void b_fragments(const uint8_t * q,
 template <int T, int NT, int MW> struct Stage {
     static constexpr int BM = kWarps * 16 * MW, BN = 8 * NT;
     static constexpr int kCE = chunk_elems<T>(), kCB = chunk_bytes<T>(), kSubs = kCE / 32;
-    static constexpr int kPiece = kCB % 16 == 0 ? 16 : 4;  // Q6_K chunks are whole words only
+    static constexpr int kPiece = kCB % 16 == 0 ? 16 : 4;  // Q6_K, IQ4_XS, MXFP4 chunks: whole words only
     static constexpr int kWStride = padded_stride(kCB);
     static constexpr int kQStride = padded_stride(kCE);
     // ds is stored by sub-block, then column: one 16-byte load gives a lane
@@ -425,9 +425,9 @@ template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cu
 } // namespace
 
 bool mmq_launch(ggml_type t, const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
-    // mmq has a format for every Part type (mm_plan.h: mmq_chunk).
+    // mmq has a format for every type of its list (weight_types.h; mm_plan.h: mmq_chunk).
     bool launched = false;
-    const bool known = with_part_type(t, [&](auto ty) { launched = launch_shape<decltype(ty)::value>(c, p, st); });
+    const bool known = with_mmq_type(t, [&](auto ty) { launched = launch_shape<decltype(ty)::value>(c, p, st); });
     return known && launched;
 }
 

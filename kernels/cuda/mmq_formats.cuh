@@ -23,6 +23,11 @@
 // kSplit16) gives the scale of each half: sc for elements 0..15, mn for
 // 16..31, and its products use two m16n8k16 steps.
 //
+// The 4-bit table formats (IQ4_NL, IQ4_XS, MXFP4) take their codes from a
+// 16-entry int8 table (quants.h's levels, E2M1 doubled), with no offset: the
+// entries are signed already, and 32 products of at most 127 * 127 keep a
+// sub-block's sum below 2^20 as well.
+//
 // Functions are __host__ __device__: tests/kernels/mmq_formats_check.cu
 // rebuilds every element of random blocks from them on the host and compares
 // with quants.h's dequant().
@@ -51,6 +56,55 @@ __host__ __device__ __forceinline__ uint32_t bit4_of_bytes(uint32_t bits) {
 }
 
 constexpr uint32_t kLowNibbles = 0x0f0f0f0fu, kHighNibbles = 0xf0f0f0f0u, kTopBits = 0x80808080u;
+
+// Four bytes at any address, little-endian. On the device, from the two words
+// around them (the word after may be a staged row's padding, never past it:
+// rows are padded to 16 bytes); on the host, as bytes.
+__host__ __device__ __forceinline__ uint32_t u32_a1(const uint8_t * p) {
+#ifdef __CUDA_ARCH__
+    const uint32_t * w = reinterpret_cast<const uint32_t *>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(3));
+    return __funnelshift_r(w[0], w[1], 8u * uint32_t(reinterpret_cast<uintptr_t>(p) & 3u));
+#else
+    return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+#endif
+}
+
+// A 16-entry int8 table (quant::Table16) as four words, and lookups of four
+// entries at a time: byte k of x (0..15) selects entry x_k. On the device the
+// indices go into the selector nibbles of two byte permutes (entries 0..7 and
+// 8..15), and bit 3 of each picks one; the host (the format check) looks them
+// up one by one. codes() gives the 8 code words of 4 words of nibbles q (low
+// nibbles elements 4j..4j+3, high nibbles 16+4j..: Q4_0's layout, which the
+// table formats share), as the integer mat-vec (mul_mat_vec_q8.cu) takes them.
+struct TableWords {
+    uint32_t t0, t1, t2, t3;
+    __host__ __device__ constexpr explicit TableWords(const quant::Table16 & t)
+        : t0(uint32_t(t.lo)), t1(uint32_t(t.lo >> 32)), t2(uint32_t(t.hi)), t3(uint32_t(t.hi >> 32)) {}
+    __host__ __device__ __forceinline__ uint32_t lookup4(uint32_t x) const {
+#ifdef __CUDA_ARCH__
+        const uint32_t sel = __byte_perm(x | (x >> 4), 0u, 0x4420u) & 0x7777u;
+        const uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
+        const uint32_t upper = ((x >> 3) & 0x01010101u) * 0xffu;
+        return (hi & upper) | (lo & ~upper);
+#else
+        const uint64_t tlo = uint64_t(t0) | (uint64_t(t1) << 32), thi = uint64_t(t2) | (uint64_t(t3) << 32);
+        uint32_t r = 0;
+        for (int k = 0; k < 4; ++k) {
+            r |= uint32_t(uint8_t(quant::table16(tlo, thi, int((x >> (8 * k)) & 15u)))) << (8 * k);
+        }
+        return r;
+#endif
+    }
+    // The code words of one word of nibbles: low nibbles (lo) and high (hi).
+    __host__ __device__ __forceinline__ void split(uint32_t q, uint32_t & lo, uint32_t & hi) const {
+        lo = lookup4(q & kLowNibbles);
+        hi = lookup4((q >> 4) & kLowNibbles);
+    }
+    __host__ __device__ __forceinline__ void codes(const uint32_t (&q)[4], uint32_t (&c)[8]) const {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) split(q[j], c[j], c[4 + j]);
+    }
+};
 
 // Bytes per row of a staged chunk, padded so that 8 rows read at the same word
 // offset fall in 8 distinct groups of 4 banks (row stride / 16 odd).
@@ -136,6 +190,35 @@ template <> struct Fmt<GGML_TYPE_Q8_0> {
     }
 };
 
+// The table formats of 32 elements: Q4_0's nibble layout with IQ4_NL's
+// levels (scale: a half) or doubled E2M1 values (MXFP4: an E8M0 byte, halved;
+// 17-byte blocks start at any byte).
+template <> struct Fmt<GGML_TYPE_IQ4_NL> {
+    static constexpr int kBytes = 18, kQK = 32, kChunkBlocks = 8;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        constexpr TableWords kTab(quant::kIQ4NLLevels);
+        kTab.split(u32_a2(row + s * kBytes + 2 + 4 * t), lo, hi);
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes));
+        mn = 0.0f;
+    }
+};
+
+template <> struct Fmt<GGML_TYPE_MXFP4> {
+    static constexpr int kBytes = 17, kQK = 32, kChunkBlocks = 8;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        constexpr TableWords kTab(quant::kE2M1Twice);
+        kTab.split(u32_a1(row + s * kBytes + 1 + 4 * t), lo, hi);
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        sc = quant::e8m0_half(row[s * kBytes]);
+        mn = 0.0f;
+    }
+};
+
 // The K formats: a chunk is one 256-element super-block (Q6_K: two, so that
 // a chunk is a whole number of 4-byte words), sub-block s of 32 elements.
 // Q4_K / Q5_K: w = d * sc_s * q - dmin * m_s with 6-bit sc_s, m_s.
@@ -205,14 +288,26 @@ template <> struct Fmt<GGML_TYPE_Q6_K> {
     }
 };
 
+// IQ4_XS: IQ4_NL's levels in super-blocks of 256, a 6-bit scale (offset 32)
+// per sub-block of 32: low 4 bits in scales_l (nibble s % 2 of byte s / 2),
+// top 2 in scales_h (bits 2s, 2s+1); sub-block s's nibbles are qs[16 s ..].
+template <> struct Fmt<GGML_TYPE_IQ4_XS> {
+    static constexpr int kBytes = 136, kQK = 256, kChunkBlocks = 1;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        constexpr TableWords kTab(quant::kIQ4NLLevels);
+        kTab.split(u32_a4(row + 8 + 16 * s + 4 * t), lo, hi);
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint16_t * h = reinterpret_cast<const uint16_t *>(row);
+        const int ls = ((row[4 + s / 2] >> (4 * (s % 2))) & 15) | (((h[1] >> (2 * s)) & 3) << 4);
+        sc = half(h[0]) * float(ls - 32);
+        mn = 0.0f;
+    }
+};
+
 // Elements of one chunk (the pipeline's step along K) and its raw bytes per row.
 template <int T> constexpr int chunk_elems() { return Fmt<T>::kChunkBlocks * Fmt<T>::kQK; }
 template <int T> constexpr int chunk_bytes() { return Fmt<T>::kChunkBlocks * Fmt<T>::kBytes; }
-
-// Whether the integer product has a format for this weight type.
-__host__ __device__ constexpr bool has_format(ggml_type t) {
-    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1 ||
-           t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K;
-}
 
 } // namespace standin::kernels::cuda::mmq

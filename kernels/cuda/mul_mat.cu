@@ -195,6 +195,7 @@ plan::Problem problem_for(const ggml_tensor * a, const ggml_tensor * b, int sms)
     p.blas_ok = cfg.cublas;
     p.sms = sms;
     p.mmq_mode = cfg.mmq == diag::Config::Mmq::off ? 1 : cfg.mmq == diag::Config::Mmq::all ? 2 : 0;
+    p.unproven_ok = cfg.cuda_unproven;
     return p;
 }
 
@@ -241,7 +242,7 @@ Status mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * node) {
         case plan::Path::blas:
             if (mm::launch_blas(a, b, node, st, cs.device())) return true;
             // cuBLAS refused (logged where it matters): mmq where it can, else the tiled kernel.
-            if (plan::mmq_can(problem) && problem.mmq_mode != 1) {
+            if (plan::mmq_allowed(problem)) {
                 return mm::mul_mat_mmq(cs, node, plan::mmq_choice(problem));
             }
             break;

@@ -41,6 +41,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/mmq.cuh"
+#include "kernels/cuda/mmq_formats.cuh"
 #include "kernels/cuda/mul_mat.cuh"
 
 namespace standin::kernels::cuda::mm {
@@ -72,30 +73,8 @@ template <int F> __device__ __forceinline__ uint32_t field(const uint32_t * W, u
 __device__ __forceinline__ float half_lo(uint32_t w) { return quant::half(uint16_t(w & 0xffffu)); }
 __device__ __forceinline__ float half_hi(uint32_t w) { return quant::half(uint16_t(w >> 16)); }
 
-// Four entries of a 16-entry int8 table (quant::Table16 as words t0..t3): byte
-// k of x (0..15) selects entry x_k. The indices go into the selector nibbles
-// of two byte permutes (entries 0..7 and 8..15), and bit 3 of each picks one.
-__device__ __forceinline__ uint32_t lookup4(uint32_t x, uint32_t t0, uint32_t t1, uint32_t t2, uint32_t t3) {
-    const uint32_t sel = __byte_perm(x | (x >> 4), 0u, 0x4420u) & 0x7777u;
-    const uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
-    const uint32_t upper = ((x >> 3) & 0x01010101u) * 0xffu;
-    return (hi & upper) | (lo & ~upper);
-}
-
-// A table's words, and the 8 code words of 4 words of nibbles q (low nibbles
-// elements 4j..4j+3, high nibbles 16+4j..: the layout of Q4_0 and the table formats).
-struct TableWords {
-    uint32_t t0, t1, t2, t3;
-    __host__ __device__ constexpr explicit TableWords(const quant::Table16 & t)
-        : t0(uint32_t(t.lo)), t1(uint32_t(t.lo >> 32)), t2(uint32_t(t.hi)), t3(uint32_t(t.hi >> 32)) {}
-    __device__ void codes(const uint32_t (&q)[4], uint32_t (&c)[8]) const {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            c[j] = lookup4(q[j] & 0x0f0f0f0fu, t0, t1, t2, t3);
-            c[4 + j] = lookup4((q[j] >> 4) & 0x0f0f0f0fu, t0, t1, t2, t3);
-        }
-    }
-};
+// The table formats' codes: mmq_formats.cuh's TableWords (shared with mmq).
+using mmq::TableWords;
 
 // The formats whose blocks of 32 are read as kW 4-byte words from the word
 // holding their first byte (rows 4-byte aligned): block b's words, and how

@@ -256,6 +256,9 @@ int main() {
     ok &= check<GGML_TYPE_Q4_K, quant::BlockQ4_K>("q4_k", {0, 2});
     ok &= check<GGML_TYPE_Q5_K, quant::BlockQ5_K>("q5_k", {0, 2});
     ok &= check<GGML_TYPE_Q6_K, quant::BlockQ6_K>("q6_k", {208});
+    ok &= check<GGML_TYPE_IQ4_NL, quant::BlockIQ4_NL>("iq4_nl", {0});
+    ok &= check<GGML_TYPE_IQ4_XS, quant::BlockIQ4_XS>("iq4_xs", {0});
+    ok &= check<GGML_TYPE_MXFP4, quant::BlockMXFP4>("mxfp4", {});
     ok &= check_parts<GGML_TYPE_Q4_0, quant::BlockQ4_0>("part q4_0", {0});
     ok &= check_parts<GGML_TYPE_Q4_1, quant::BlockQ4_1>("part q4_1", {0, 2});
     ok &= check_parts<GGML_TYPE_Q5_0, quant::BlockQ5_0>("part q5_0", {0});

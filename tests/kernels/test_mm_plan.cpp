@@ -151,7 +151,7 @@ TEST(ProductPlan, KFormatsDecodeUpToTwoColumnsOnTheirMatVec) {
 }
 
 TEST(ProductPlan, IntegerFormTypesTakeTheirMatVecThenDecodedGemms) {
-    for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_Q1_0}) {
+    for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_IQ2_XXS, GGML_TYPE_NVFP4, GGML_TYPE_Q1_0}) {
         EXPECT_EQ(plan::mmq_chunk(t), 0) << ggml_type_name(t);
         EXPECT_EQ(plan::vec_int_max_n(t), plan::kVecMaxN) << ggml_type_name(t);
         plan::Problem p = problem(t, 8);
@@ -160,5 +160,38 @@ TEST(ProductPlan, IntegerFormTypesTakeTheirMatVecThenDecodedGemms) {
         p.vec_int_ok = false;  // rows the mat-vec cannot read (q8_applies): the tiled kernel, not the float mat-vec
         EXPECT_EQ(plan::choose(p).path, plan::Path::tile) << ggml_type_name(t);
         EXPECT_EQ(plan::choose(problem(t, 9)).path, plan::Path::blas) << ggml_type_name(t);
+    }
+}
+
+// The 4-bit table formats have mmq formats (mmq_formats.cuh) not yet run on a
+// GPU: the table picks them only with GGML_STANDIN_CUDA_UNPROVEN=1 (unproven_ok),
+// and then as the block formats are picked: the mat-vec up to 8 columns, mmq
+// to kBlasOverMmqN, cuBLAS beyond (mmq again without it).
+TEST(ProductPlan, TableFormatsTakeMmqOnlyOnceProven) {
+    for (ggml_type t : {GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4}) {
+        EXPECT_EQ(plan::mmq_chunk(t), 256) << ggml_type_name(t);
+        EXPECT_FALSE(plan::mmq_proven(t)) << ggml_type_name(t);
+        plan::Problem all = problem(t, 32);
+        all.mmq_mode = 2;
+        EXPECT_EQ(plan::choose(all).path, plan::Path::blas) << ggml_type_name(t) << ": GGML_STANDIN_MMQ=all alone";
+        for (int64_t n = 1; n <= 4096; ++n) {
+            EXPECT_EQ(plan::choose(problem(t, n)).path, n <= plan::kVecMaxN ? plan::Path::vec_int : plan::Path::blas)
+                << ggml_type_name(t) << " n=" << n;
+            plan::Problem p = problem(t, n);
+            p.unproven_ok = true;
+            const plan::Path want = n <= plan::kVecMaxN ? plan::Path::vec_int
+                                    : n < plan::kBlasOverMmqN ? plan::Path::mmq
+                                                              : plan::Path::blas;
+            EXPECT_EQ(plan::choose(p).path, want) << ggml_type_name(t) << " n=" << n;
+            p.blas_ok = false;
+            EXPECT_EQ(plan::choose(p).path, n <= plan::kVecMaxN ? plan::Path::vec_int : plan::Path::mmq)
+                << ggml_type_name(t) << " n=" << n << " without cuBLAS";
+            p.mmq_mode = 1;  // GGML_STANDIN_MMQ=off: the decoded GEMM's paths
+            EXPECT_EQ(plan::choose(p).path, n <= plan::kVecMaxN ? plan::Path::vec_int : plan::Path::tile)
+                << ggml_type_name(t) << " n=" << n << " with mmq off";
+        }
+    }
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+        EXPECT_TRUE(plan::mmq_proven(t)) << ggml_type_name(t);
     }
 }
