@@ -19,9 +19,8 @@
 //   MXFP4, NVFP4,      9..           cuBLAS over weights decoded to F16,
 //   Q1_0, Q2_0)                      else the tiled TF32 kernel (weight_types.h
 //                                    lists them)
-//   IQ4_NL, IQ4_XS,    9..127        mmq, once its formats for them have run
-//   MXFP4                            on a GPU (mmq_proven); until then only
-//                                    with GGML_STANDIN_CUDA_UNPROVEN=1
+//   IQ4_NL, IQ4_XS,    (mmq has formats for them, taken only with
+//   MXFP4               GGML_STANDIN_MMQ=all until they pay: mmq_in_table)
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
 // mat-vecs beat mmq up to the counts of vec_int below; mmq is ahead of
 // ggml-cuda at 8 to 16 columns (Q4_0 1.23-1.26), level at 24, 32 and 64
@@ -68,7 +67,6 @@ struct Problem {
     bool      blas_ok;        // cuBLAS is loaded and enabled
     int       sms;            // multiprocessors of the device
     int       mmq_mode;       // 0: table, 1: never mmq, 2: mmq wherever it can run
-    bool      unproven_ok = false;  // GGML_STANDIN_CUDA_UNPROVEN: formats not yet run on a GPU may be picked
 };
 
 struct Choice {
@@ -129,16 +127,22 @@ inline bool mmq_can(const Problem & p) {
     return chunk > 0 && p.K % chunk == 0 && p.rows_aligned && p.M > 0 && p.N > 0;
 }
 
-// mmq's formats that have passed test-backend-ops on a GPU; the others (the
-// table formats, checked on the host by tests/kernels/mmq_formats_check.cu)
-// are picked only with unproven_ok, as the op table claims unproven kernels.
-inline bool mmq_proven(ggml_type t) {
+// Whether the table (GGML_STANDIN_MMQ=auto) gives mmq its counts for the
+// type; GGML_STANDIN_MMQ=all gives it every count of every type it has a
+// format for. The 4-bit table formats' (IQ4_NL, IQ4_XS, MXFP4) are correct
+// on the H200 (results/h200/summary-75.txt: test-backend-ops MUL_MAT with mmq
+// everywhere 75/75, mmq running where rows are 16-byte aligned, i.e. IQ4_NL
+// at every K, MXFP4 at K = 1024 and 4096, IQ4_XS at 4096; MXFP4 4096 x 14336
+// within NMSE 3.5e-8 of ggml-cuda) but not yet shown to pay: MXFP4 took 54 /
+// 73 / 124 us at 16 / 32 / 64 columns against ggml-cuda's 47 / 57 / 72, and
+// the F16 decode with cuBLAS the table picks there was not measured beside it.
+inline bool mmq_in_table(ggml_type t) {
     return t != GGML_TYPE_IQ4_NL && t != GGML_TYPE_IQ4_XS && t != GGML_TYPE_MXFP4;
 }
 
-// Whether mmq may take the product: a kernel for it, not switched off, proven.
+// Whether mmq may take the product: a kernel for it, and the knob allows it.
 inline bool mmq_allowed(const Problem & p) {
-    return mmq_can(p) && p.mmq_mode != 1 && (mmq_proven(p.type) || p.unproven_ok);
+    return mmq_can(p) && p.mmq_mode != 1 && (mmq_in_table(p.type) || p.mmq_mode == 2);
 }
 
 // Tile shape and K split for mmq.

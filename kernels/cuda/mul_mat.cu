@@ -195,7 +195,6 @@ plan::Problem problem_for(const ggml_tensor * a, const ggml_tensor * b, int sms)
     p.blas_ok = cfg.cublas;
     p.sms = sms;
     p.mmq_mode = cfg.mmq == diag::Config::Mmq::off ? 1 : cfg.mmq == diag::Config::Mmq::all ? 2 : 0;
-    p.unproven_ok = cfg.cuda_unproven;
     return p;
 }
 
