@@ -115,6 +115,12 @@ constexpr int padded_stride(int bytes) {
 
 template <int T> struct Fmt;
 
+// The scale of a block that opens with it as a half, with no minimum (Q8_0, IQ4_NL).
+__host__ __device__ __forceinline__ void block_half_scale(const uint8_t * block, float & sc, float & mn) {
+    sc = half(*reinterpret_cast<const uint16_t *>(block));
+    mn = 0.0f;
+}
+
 // The 32-element formats: a chunk is 8 consecutive blocks (256 elements).
 template <> struct Fmt<GGML_TYPE_Q4_0> {
     static constexpr int kBytes = 18, kQK = 32, kChunkBlocks = 8;
@@ -185,8 +191,7 @@ template <> struct Fmt<GGML_TYPE_Q8_0> {
         hi = u32_a2(q + 16 + 4 * t);
     }
     __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
-        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes));
-        mn = 0.0f;
+        block_half_scale(row + s * kBytes, sc, mn);
     }
 };
 
@@ -201,8 +206,7 @@ template <> struct Fmt<GGML_TYPE_IQ4_NL> {
         kTab.split(u32_a2(row + s * kBytes + 2 + 4 * t), lo, hi);
     }
     __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
-        sc = half(*reinterpret_cast<const uint16_t *>(row + s * kBytes));
-        mn = 0.0f;
+        block_half_scale(row + s * kBytes, sc, mn);
     }
 };
 
