@@ -59,14 +59,6 @@ template <typename F> bool with_block_type(ggml_type t, F && f) {
     }
 }
 
-// The same over the Part formats.
-template <typename F> bool with_part_type(ggml_type t, F && f) {
-    switch (t) {
-        SI_CUDA_PART_WEIGHT_TYPES(SI_CUDA_TYPE_CASE)
-        default: return false;
-    }
-}
-
 // The same over mmq's formats.
 template <typename F> bool with_mmq_type(ggml_type t, F && f) {
     switch (t) {
