@@ -125,8 +125,12 @@ void append_node_key(std::vector<uint8_t> & key, const ggml_cgraph * g, const gg
             put(&none, sizeof(none));
             continue;
         }
-        const int src_uses = graph_use_count(g, s);
-        put(&src_uses, sizeof(src_uses));
+        // A view has no key of its own (no work), so its count goes with its
+        // reader's; other sources are work nodes keyed themselves, or leaves.
+        if (s->view_src != nullptr) {
+            const int view_uses = graph_use_count(g, s);
+            put(&view_uses, sizeof(view_uses));
+        }
         put(&s->data, sizeof(s->data));
         put(&s->type, sizeof(s->type));
         put(s->ne, sizeof(s->ne));

@@ -266,21 +266,25 @@ struct BodyQ2_K {
     SI_X8_TARGET static void run(const QTile & t, int64_t r0, int64_t cl0) { group_runs16<V, KQ2_K>(t, r0, cl0); }
 };
 
+// The packed types and the layout or super-block body each level's tile
+// kernels take them with, stated once for every level (this file's x8_tile,
+// mul_mat_x8_vnni.cpp's x8_tile_vnni): groups of 32, then super-blocks of 256.
+#define SI_X8_GROUP_FORMATS(X) X(Q4_0, X8Q4_0) X(Q8_0, X8Q8_0) X(IQ4_NL, X8IQ4_NL) X(MXFP4, X8MXFP4)
+#define SI_X8_SUPER_FORMATS(X)                                                                         \
+    X(Q2_K, BodyQ2_K) X(Q3_K, BodyQ3_K) X(Q4_K, BodyQ4_K) X(Q5_K, BodyQ5_K) X(Q6_K, BodyQ6_K) \
+    X(IQ4_XS, BodyIQ4_XS)
+
 // The 256-bit packed tile kernels of one level.
 template <class Ops>
 QTileFn x8_tile(ggml_type type) {
     switch (type) {
-        case GGML_TYPE_Q4_0:   return tile_x8<Ops, X8Q4_0>;
-        case GGML_TYPE_Q8_0:   return tile_x8<Ops, X8Q8_0>;
-        case GGML_TYPE_IQ4_NL: return tile_x8<Ops, X8IQ4_NL>;
-        case GGML_TYPE_MXFP4:  return tile_x8<Ops, X8MXFP4>;
-        case GGML_TYPE_Q2_K:   return tile_x8_k<Ops, BodyQ2_K>;
-        case GGML_TYPE_Q3_K:   return tile_x8_k<Ops, BodyQ3_K>;
-        case GGML_TYPE_Q4_K:   return tile_x8_k<Ops, BodyQ4_K>;
-        case GGML_TYPE_Q5_K:   return tile_x8_k<Ops, BodyQ5_K>;
-        case GGML_TYPE_Q6_K:   return tile_x8_k<Ops, BodyQ6_K>;
-        case GGML_TYPE_IQ4_XS: return tile_x8_k<Ops, BodyIQ4_XS>;
-        default:               return nullptr;
+#define SI_X(name, L) case GGML_TYPE_##name: return tile_x8<Ops, L>;
+        SI_X8_GROUP_FORMATS(SI_X)
+#undef SI_X
+#define SI_X(name, Body) case GGML_TYPE_##name: return tile_x8_k<Ops, Body>;
+        SI_X8_SUPER_FORMATS(SI_X)
+#undef SI_X
+        default: return nullptr;
     }
 }
 

@@ -302,17 +302,13 @@ SI_X8_TARGET void tile_k_pairs(const QTile & t) {
 
 QTileFn x8_tile_vnni(ggml_type type) {
     switch (type) {
-        case GGML_TYPE_Q4_0:   return tile_x8_pairs<X8Q4_0>;
-        case GGML_TYPE_Q8_0:   return tile_x8_pairs<X8Q8_0>;
-        case GGML_TYPE_IQ4_NL: return tile_x8_pairs<X8IQ4_NL>;
-        case GGML_TYPE_MXFP4:  return tile_x8_pairs<X8MXFP4>;
-        case GGML_TYPE_Q2_K:   return tile_k_pairs<BodyQ2_K>;
-        case GGML_TYPE_Q3_K:   return tile_k_pairs<BodyQ3_K>;
-        case GGML_TYPE_Q4_K:   return tile_k_pairs<BodyQ4_K>;
-        case GGML_TYPE_Q5_K:   return tile_k_pairs<BodyQ5_K>;
-        case GGML_TYPE_Q6_K:   return tile_k_pairs<BodyQ6_K>;
-        case GGML_TYPE_IQ4_XS: return tile_k_pairs<BodyIQ4_XS>;
-        default:               return nullptr;
+#define SI_X(name, L) case GGML_TYPE_##name: return tile_x8_pairs<L>;
+        SI_X8_GROUP_FORMATS(SI_X)
+#undef SI_X
+#define SI_X(name, Body) case GGML_TYPE_##name: return tile_k_pairs<Body>;
+        SI_X8_SUPER_FORMATS(SI_X)
+#undef SI_X
+        default: return nullptr;
     }
 }
 
