@@ -39,6 +39,13 @@ bool process_gone(long pid) {
     return stat.empty() || (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z');
 }
 
+// The parent of a live process (/proc/PID/stat: "pid (comm) state ppid ..."); 0 if unreadable.
+long parent_of(long pid) {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    std::size_t rp   = stat.rfind(')');
+    return rp == std::string::npos || rp + 4 > stat.size() ? 0 : std::atol(stat.c_str() + rp + 4);
+}
+
 TEST(SwarmDaemon, SubmitRunsJobsAndTheSessionCompletesByItself) {
     TempDir d;
     Daemon  dm(d);
@@ -147,8 +154,13 @@ TEST(SwarmDaemon, Kill9MidJobThenRestartLosesNoResult) {
     json before = dm->call({{"op", "show"}, {"session", id}})["session"];
     ASSERT_EQ(before["job_list"][0]["state"], "done");
     ASSERT_EQ(before["job_list"][1]["state"], "running");
-    dm->kill9();
     long orphan = std::stol(read_file(pidf));
+    long shell  = parent_of(orphan);  // the job's shell, killed by its parent-death signal
+    ASSERT_GT(shell, 1);
+    dm->kill9();
+    // That signal arrives asynchronously: once it has, the sleep is the one
+    // leftover the restarted daemon finds (else the count races with it).
+    ASSERT_TRUE(wait_until([&] { return process_gone(shell); }, 5));
 
     Daemon again(d, {}, "d2");
     ASSERT_TRUE(again.start()) << again.log();
