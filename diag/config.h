@@ -51,6 +51,9 @@ struct Config {
     // CUDA device: programmatic dependent launch (a kernel starts while the one
     // before it drains, and waits only where it reads that one's output).
     bool pdl               = true;  // GGML_STANDIN_PDL            0|1
+    // CUDA device: how many of a warp's steps ahead the integer mat-vecs ask
+    // L2 for their weights (Note [L2 prefetch], kernels/cuda/common.cuh); 0: never.
+    int  l2_prefetch       = 4;     // GGML_STANDIN_L2_PREFETCH    0..16
     // CUDA devices: tensor split's all-reduce by standin (runtime/cuda/
     // cuda_collective.cu); off, ggml's generic all-reduce runs instead. Off
     // by default until it has run on two GPUs (scripts/gpu-check multi).

@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <random>
 #include <sstream>
+#include <strings.h>
 #include <vector>
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "runtime/host/thread_pool.h"
 #include "tools/standin/backends.h"
 #include "tools/standin/commands.h"
 
@@ -111,7 +113,10 @@ int cmd_matmul(const MatmulOptions & o) {
     }
     ggml_type type = GGML_TYPE_COUNT;
     for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
-        if (ggml_type_size(ggml_type(t)) != 0 && o.type == ggml_type_name(ggml_type(t))) type = ggml_type(t);
+        // Case aside, as llama-quantize and the README spell them (q6_k, Q6_K).
+        if (ggml_type_size(ggml_type(t)) != 0 && strcasecmp(o.type.c_str(), ggml_type_name(ggml_type(t))) == 0) {
+            type = ggml_type(t);
+        }
     }
     if (type == GGML_TYPE_COUNT || o.k % ggml_blck_size(type) != 0 || o.m <= 0 || o.k <= 0 || o.rotate < 1 ||
         o.reps < 1) {
@@ -130,14 +135,20 @@ int cmd_matmul(const MatmulOptions & o) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<std::vector<uint8_t>> weights(size_t(o.rotate));
+    // Rows are quantized on every core: the i-quants' searches take minutes
+    // on one for the large shapes (4 x 58M weights of IQ4_XS).
+    rt::host::ThreadPool pool(rt::host::available_cores());
+    // IQ1_*, IQ2_XXS and IQ2_XS need an importance matrix: a flat one.
+    const std::vector<float> ones(size_t(o.k), 1.0f);
+    const float * imatrix = ggml_quantize_requires_imatrix(type) ? ones.data() : nullptr;
+    const size_t row_bytes = ggml_row_size(type, o.k);
     for (auto & w : weights) {
         std::vector<float> f(size_t(o.k * o.m));
         for (float & v : f) v = u(rng);
-        w.resize(ggml_row_size(type, o.k) * size_t(o.m));
-        // IQ1_*, IQ2_XXS and IQ2_XS need an importance matrix: a flat one.
-        const std::vector<float> ones(size_t(o.k), 1.0f);
-        ggml_quantize_chunk(type, f.data(), w.data(), 0, o.m, o.k,
-                            ggml_quantize_requires_imatrix(type) ? ones.data() : nullptr);
+        w.resize(row_bytes * size_t(o.m));
+        pool.parallel_for(o.m, std::max<int64_t>(1, 65536 / o.k), [&](int64_t b, int64_t e) {
+            ggml_quantize_chunk(type, f.data() + b * o.k, w.data() + size_t(b) * row_bytes, 0, e - b, o.k, imatrix);
+        });
     }
     const double wbytes = double(ggml_row_size(type, o.k)) * double(o.m);
     std::printf("MUL_MAT %s, m=%lld k=%lld, %d products per graph, median of %d\n", o.type.c_str(),
