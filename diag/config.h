@@ -52,8 +52,9 @@ struct Config {
     // before it drains, and waits only where it reads that one's output).
     bool pdl               = true;  // GGML_STANDIN_PDL            0|1
     // CUDA device: how many of a warp's steps ahead the integer mat-vecs ask
-    // L2 for their weights (Note [L2 prefetch], kernels/cuda/common.cuh); 0: never.
-    int  l2_prefetch       = 4;     // GGML_STANDIN_L2_PREFETCH    0..16
+    // L2 for their weights (Note [L2 prefetch], kernels/cuda/common.cuh); 0:
+    // never. Off until a GPU run has measured it (scripts/gpu-check l2prefetch).
+    int  l2_prefetch       = 0;     // GGML_STANDIN_L2_PREFETCH    0..16
     // CUDA devices: tensor split's all-reduce by standin (runtime/cuda/
     // cuda_collective.cu); off, ggml's generic all-reduce runs instead. Off
     // by default until it has run on two GPUs (scripts/gpu-check multi).

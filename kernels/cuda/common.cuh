@@ -121,6 +121,8 @@ __device__ __forceinline__ void pdl_trigger() {
 // whole range; it returns nothing and waits for nothing), and its loads then
 // find them in L2. Ranges cover only weights, which no kernel writes, so the
 // first ones go out before pdl_wait (Note [dependent launch]).
+// The distance is GGML_STANDIN_L2_PREFETCH (Q8Group::ahead), 0 by default:
+// it has not yet run on a GPU (scripts/gpu-check l2prefetch measures it).
 // prefetch_l2 asks for the 16-byte units that lie wholly inside [p, p + n)
 // (the instruction's alignment): nothing outside the range is touched.
 __device__ __forceinline__ void prefetch_l2(const void * p, uint32_t n) {
