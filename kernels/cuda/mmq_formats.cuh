@@ -69,36 +69,48 @@ __host__ __device__ __forceinline__ uint32_t u32_a1(const uint8_t * p) {
 #endif
 }
 
-// A 16-entry int8 table (quant::Table16) as four words, and lookups of four
-// entries at a time: byte k of x (0..15) selects entry x_k. On the device the
-// indices go into the selector nibbles of two byte permutes (entries 0..7 and
-// 8..15), and bit 3 of each picks one; the host (the format check) looks them
-// up one by one. codes() gives the 8 code words of 4 words of nibbles q (low
-// nibbles elements 4j..4j+3, high nibbles 16+4j..: Q4_0's layout, which the
-// table formats share), as the integer mat-vec (mul_mat_vec_q8.cu) takes them.
+// __byte_perm's selection (bits 2:0 of each of the selector's 4 low nibbles
+// pick one of the 8 bytes of y:x; bit 3 is not used), also on the host, so the
+// format check (tests/kernels/mmq_formats_check.cu) runs the device's lookups.
+__host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef __CUDA_ARCH__
+    return __byte_perm(x, y, s);
+#else
+    const uint64_t v = (uint64_t(y) << 32) | x;
+    uint32_t r = 0;
+    for (int n = 0; n < 4; ++n) r |= uint32_t((v >> (8 * ((s >> (4 * n)) & 7u))) & 0xffu) << (8 * n);
+    return r;
+#endif
+}
+
+// A 16-entry int8 table (quant::Table16) as four words, looked up 8 nibbles
+// at a time. split(q): a word's 8 nibbles, in memory order (low then high
+// nibble of each byte), go straight into the selectors of byte permutes, 4 at
+// a time: one permute picks entries 0..7 (t0:t1) by a nibble's bits 2:0,
+// another entries 8..15 (t2:t3), a third picks between the two by bit 3; two
+// more gather the low nibbles' entries and the high ones'. About 12
+// instructions per word of 8 codes, where looking up low and high nibbles
+// apart took about 20 (the table formats' mat-vec was issue-bound: Nsight
+// Compute on the H100, results/h200/summary-76.txt). codes() gives the 8 code
+// words of 4 words of nibbles q (low nibbles elements 4j..4j+3, high nibbles
+// 16+4j..: Q4_0's layout, which the table formats share), as the integer
+// mat-vec (mul_mat_vec_q8.cu) takes them.
 struct TableWords {
     uint32_t t0, t1, t2, t3;
     __host__ __device__ constexpr explicit TableWords(const quant::Table16 & t)
         : t0(uint32_t(t.lo)), t1(uint32_t(t.lo >> 32)), t2(uint32_t(t.hi)), t3(uint32_t(t.hi >> 32)) {}
-    __host__ __device__ __forceinline__ uint32_t lookup4(uint32_t x) const {
-#ifdef __CUDA_ARCH__
-        const uint32_t sel = __byte_perm(x | (x >> 4), 0u, 0x4420u) & 0x7777u;
-        const uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
-        const uint32_t upper = ((x >> 3) & 0x01010101u) * 0xffu;
-        return (hi & upper) | (lo & ~upper);
-#else
-        const uint64_t tlo = uint64_t(t0) | (uint64_t(t1) << 32), thi = uint64_t(t2) | (uint64_t(t3) << 32);
-        uint32_t r = 0;
-        for (int k = 0; k < 4; ++k) {
-            r |= uint32_t(uint8_t(quant::table16(tlo, thi, int((x >> (8 * k)) & 15u)))) << (8 * k);
-        }
-        return r;
-#endif
-    }
-    // The code words of one word of nibbles: low nibbles (lo) and high (hi).
+    // The code words of one word of nibbles: low nibbles' entries (lo) and high ones' (hi).
     __host__ __device__ __forceinline__ void split(uint32_t q, uint32_t & lo, uint32_t & hi) const {
-        lo = lookup4(q & kLowNibbles);
-        hi = lookup4((q >> 4) & kLowNibbles);
+        // Nibble n of `pick`: n % 4, plus 4 (the high half's byte) where code n has bit 3.
+        const uint32_t pick = 0x32103210u | ((q & 0x88888888u) >> 1);
+        uint32_t e[2];  // entries of nibbles 0..3 (bytes 0, 1 of q) and 4..7 (bytes 2, 3)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const uint32_t sel = q >> (16 * h);
+            e[h] = byte_perm(byte_perm(t0, t1, sel), byte_perm(t2, t3, sel), pick >> (16 * h));
+        }
+        lo = byte_perm(e[0], e[1], 0x6420u);
+        hi = byte_perm(e[0], e[1], 0x7531u);
     }
     __host__ __device__ __forceinline__ void codes(const uint32_t (&q)[4], uint32_t (&c)[8]) const {
 #pragma unroll
