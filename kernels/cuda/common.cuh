@@ -121,6 +121,10 @@ __device__ __forceinline__ void pdl_trigger() {
 // whole range; it returns nothing and waits for nothing), and its loads then
 // find them in L2. Ranges cover only weights, which no kernel writes, so the
 // first ones go out before pdl_wait (Note [dependent launch]).
+// Not the fifth round's look-ahead (results/h200/README.md, not kept): that
+// one asked, from a side stream between products, for the first bytes of the
+// next products, and they got no faster; this one keeps a product's own loads
+// a fixed distance behind its requests, all through the product.
 // The distance is GGML_STANDIN_L2_PREFETCH (Q8Group::ahead), 0 by default:
 // it has not yet run on a GPU (scripts/gpu-check l2prefetch measures it).
 // prefetch_l2 asks for the 16-byte units that lie wholly inside [p, p + n)
