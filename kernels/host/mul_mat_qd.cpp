@@ -481,12 +481,35 @@ void dot_cols_grid(const QTile & t, const GridRow & row, int64_t r, int64_t cl0)
 
 template <class B>
 void tile_grid(const QTile & t) {
-    thread_local GridRow row;
+    // Every row of the tile decoded first, then each group of columns meets
+    // all of them: a group's activations (4 x K bytes) stay in L1 while the
+    // decoded rows come from L2, where row by row the tile's 32 columns
+    // (32 x K bytes) came through L2 for every row. Each (row, column) sum is
+    // computed as before, so results are unchanged. Measured on an AMD EPYC
+    // (Zen 4), 2 threads, `standin matmul --type iq3_s --n 64`, two runs each:
+    // 2048 x 8192 11.9 / 11.5 ms against 13.5 / 12.1 row by row, 8192 x 2048
+    // 12.5 / 11.4 against 12.9 / 12.0 (llama-bench pp64 of 1B IQ3_S within
+    // its run-to-run spread: 93-98 against 88-98 t/s).
+    // Fewer than 4 columns (decoding) keep the row-by-row order.
+    thread_local std::vector<GridRow> rows;
+    if (t.ncols < 4) {
+        if (rows.empty()) rows.resize(1);
+        for (int64_t r = 0; r < t.nrows; ++r) {
+            decode_grid_row(reinterpret_cast<const B *>(t.x + r * t.x_stride), t.act.K, rows[0]);
+            for (int64_t c = 0; c < t.ncols; ++c) dot_cols_grid<1>(t, rows[0], r, c);
+        }
+        return;
+    }
+    if (rows.size() < size_t(t.nrows)) rows.resize(size_t(t.nrows));
     for (int64_t r = 0; r < t.nrows; ++r) {
-        decode_grid_row(reinterpret_cast<const B *>(t.x + r * t.x_stride), t.act.K, row);
-        int64_t c = 0;
-        for (; c + 4 <= t.ncols; c += 4) dot_cols_grid<4>(t, row, r, c);
-        for (; c < t.ncols; ++c) dot_cols_grid<1>(t, row, r, c);
+        decode_grid_row(reinterpret_cast<const B *>(t.x + r * t.x_stride), t.act.K, rows[size_t(r)]);
+    }
+    int64_t c = 0;
+    for (; c + 4 <= t.ncols; c += 4) {
+        for (int64_t r = 0; r < t.nrows; ++r) dot_cols_grid<4>(t, rows[size_t(r)], r, c);
+    }
+    for (; c < t.ncols; ++c) {
+        for (int64_t r = 0; r < t.nrows; ++r) dot_cols_grid<1>(t, rows[size_t(r)], r, c);
     }
 }
 
