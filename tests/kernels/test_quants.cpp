@@ -461,3 +461,20 @@ TEST(QuantMatMul, IntFormMatVecMatchesCpuBackend) {
     }
     dlclose(lib);
 }
+
+// The grid i-quants' products at several columns take the activations offset
+// to unsigned bytes (Note [offset activations], mul_mat_qd.cpp) and one column
+// the signed form: the same integers, so a column gives the same bits either
+// way (column 0 of 5 against the product of that column alone).
+TEST(QuantMatMul, GridTypesSameBitsAloneAndAmongColumns) {
+    for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
+                        GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M}) {
+        std::vector<float> alone, among;
+        matmul_nmse(MatMulCase{t, 3 * 256, 13, 1}, 70, &alone);
+        matmul_nmse(MatMulCase{t, 3 * 256, 13, 5}, 70, &among);
+        ASSERT_EQ(among.size(), 5 * alone.size());
+        for (size_t m = 0; m < alone.size(); ++m) {
+            EXPECT_EQ(bits(among[m]), bits(alone[m])) << ggml_type_name(t) << " row " << m;
+        }
+    }
+}
