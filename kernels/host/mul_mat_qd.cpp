@@ -227,12 +227,14 @@ inline __m256i words4(uint64_t w0, uint64_t w1, uint64_t w2, uint64_t w3) {
 }
 
 // The grid formats' run scales are a block factor f times odd integers m
-// ((0.5 + s) * 0.25 = (2s + 1) / 8 and the like): decode_grid hands them to a
-// sink (IntSink, for tile_grid) as sink.block(f), then sink.runs(ib, m0, m1)
-// per 32 elements.
+// ((0.5 + s) * 0.25 = (2s + 1) / 8 and the like): decode_grid hands a sink
+// (IntSink, which stores a decoded row, or DotSink, which takes a column's
+// product at once) sink.block(f), then per 32 elements their int8 values
+// (sink.values(ib, v)) and the multipliers of their two runs
+// (sink.runs(ib, m0, m1)), in that order.
 
 template <class Sink>
-void decode_grid(const BlockIQ2_XXS & b, int8_t * q, Sink & sink) {
+void decode_grid(const BlockIQ2_XXS & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
     for (int ib = 0; ib < 8; ++ib) {
         const uint8_t * g  = b.qs + 8 * ib;
@@ -240,14 +242,14 @@ void decode_grid(const BlockIQ2_XXS & b, int8_t * q, Sink & sink) {
         uint32_t signs = 0;
         for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[(a1 >> (7 * l)) & 127u]) << (8 * l);
         const __m256i v = words4(iq2xxs_grid(g[0]), iq2xxs_grid(g[1]), iq2xxs_grid(g[2]), iq2xxs_grid(g[3]));
-        store32(q + 32 * ib, apply_signs(v, signs));
+        sink.values(ib, apply_signs(v, signs));
         const int m = 2 * int(a1 >> 28) + 1;
         sink.runs(ib, m, m);
     }
 }
 
 template <class Sink>
-void decode_grid(const BlockIQ2_XS & b, int8_t * q, Sink & sink) {
+void decode_grid(const BlockIQ2_XS & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
     for (int ib = 0; ib < 8; ++ib) {
         const uint16_t * v = b.qs + 4 * ib;
@@ -255,27 +257,27 @@ void decode_grid(const BlockIQ2_XS & b, int8_t * q, Sink & sink) {
         for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[v[l] >> 9]) << (8 * l);
         const __m256i w = words4(iq2xs_grid(v[0] & 511), iq2xs_grid(v[1] & 511), iq2xs_grid(v[2] & 511),
                                  iq2xs_grid(v[3] & 511));
-        store32(q + 32 * ib, apply_signs(w, signs));
+        sink.values(ib, apply_signs(w, signs));
         sink.runs(ib, 2 * (b.scales[ib] & 15) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 }
 
 template <class Sink>
-void decode_grid(const BlockIQ2_S & b, int8_t * q, Sink & sink) {
+void decode_grid(const BlockIQ2_S & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
     for (int ib = 0; ib < 8; ++ib) {
         const uint8_t * g = b.qs + 4 * ib;
         const int       h = b.qh[ib];
         const __m256i w = words4(iq2s_grid(g[0] | ((h << 8) & 0x300)), iq2s_grid(g[1] | ((h << 6) & 0x300)),
                                  iq2s_grid(g[2] | ((h << 4) & 0x300)), iq2s_grid(g[3] | ((h << 2) & 0x300)));
-        store32(q + 32 * ib, apply_signs(w, load_u32_le(b.qs + kQK_K / 8 + 4 * ib)));
+        sink.values(ib, apply_signs(w, load_u32_le(b.qs + kQK_K / 8 + 4 * ib)));
         sink.runs(ib, 2 * (b.scales[ib] & 15) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 }
 
 // IQ3: 8 grid words of 4 bytes per 32 elements, gathered.
 template <class Sink>
-void decode_grid(const BlockIQ3_XXS & b, int8_t * q, Sink & sink) {
+void decode_grid(const BlockIQ3_XXS & b, Sink & sink) {
     sink.block(half(b.d) * 0.25f);
     const int * grid = reinterpret_cast<const int *>(grid::kIq3xxs);
     for (int ib = 0; ib < 8; ++ib) {
@@ -283,14 +285,14 @@ void decode_grid(const BlockIQ3_XXS & b, int8_t * q, Sink & sink) {
         uint32_t signs = 0;
         for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[(a >> (7 * l)) & 127u]) << (8 * l);
         const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(b.qs + 8 * ib)));
-        store32(q + 32 * ib, apply_signs(_mm256_i32gather_epi32(grid, idx, 4), signs));
+        sink.values(ib, apply_signs(_mm256_i32gather_epi32(grid, idx, 4), signs));
         const int m = 2 * int(a >> 28) + 1;
         sink.runs(ib, m, m);
     }
 }
 
 template <class Sink>
-void decode_grid(const BlockIQ3_S & b, int8_t * q, Sink & sink) {
+void decode_grid(const BlockIQ3_S & b, Sink & sink) {
     sink.block(half(b.d));
     const int * grid = reinterpret_cast<const int *>(grid::kIq3s);
     for (int ib = 0; ib < 8; ++ib) {
@@ -299,7 +301,7 @@ void decode_grid(const BlockIQ3_S & b, int8_t * q, Sink & sink) {
                                              _mm256_set1_epi32(1));
         const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(b.qs + 8 * ib))),
                                             _mm256_slli_epi32(hi, 8));
-        store32(q + 32 * ib, apply_signs(_mm256_i32gather_epi32(grid, idx, 4), load_u32_le(b.signs + 4 * ib)));
+        sink.values(ib, apply_signs(_mm256_i32gather_epi32(grid, idx, 4), load_u32_le(b.signs + 4 * ib)));
         const int m = 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15);
         sink.runs(ib, m, m);
     }
@@ -312,21 +314,21 @@ inline __m256i iq1_values(__m256i w, __m256i delta) {
 }
 
 template <class Sink>
-void decode_grid(const BlockIQ1_S & b, int8_t * q, Sink & sink) {
+void decode_grid(const BlockIQ1_S & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
     for (int ib = 0; ib < 8; ++ib) {
         const uint32_t  hb = b.qh[ib];
         const uint8_t * g  = b.qs + 4 * ib;
         const __m256i w = words4(iq1s_grid(int(g[0] | ((hb & 7u) << 8))), iq1s_grid(int(g[1] | (((hb >> 3) & 7u) << 8))),
                                  iq1s_grid(int(g[2] | (((hb >> 6) & 7u) << 8))), iq1s_grid(int(g[3] | (((hb >> 9) & 7u) << 8))));
-        store32(q + 32 * ib, iq1_values(w, _mm256_set1_epi8((hb & 0x8000u) ? -1 : 1)));
+        sink.values(ib, iq1_values(w, _mm256_set1_epi8((hb & 0x8000u) ? -1 : 1)));
         const int m = 2 * int((hb >> 12) & 7u) + 1;
         sink.runs(ib, m, m);
     }
 }
 
 template <class Sink>
-void decode_grid(const BlockIQ1_M & b, int8_t * q, Sink & sink) {
+void decode_grid(const BlockIQ1_M & b, Sink & sink) {
     uint16_t sw[4];
     for (int i = 0; i < 4; ++i) sw[i] = uint16_t(b.scales[2 * i] | (b.scales[2 * i + 1] << 8));
     sink.block(half(uint16_t((sw[0] >> 12) | ((sw[1] >> 8) & 0x00f0) | ((sw[2] >> 4) & 0x0f00) | (sw[3] & 0xf000))) * 0.125f);
@@ -337,7 +339,7 @@ void decode_grid(const BlockIQ1_M & b, int8_t * q, Sink & sink) {
                                  iq1s_grid(g[2] | ((h1 & 7) << 8)), iq1s_grid(g[3] | ((h1 & 0x70) << 4)));
         const auto delta = [](int bit) { return bit ? int64_t(-1) : int64_t(0x0101010101010101ll); };
         const __m256i dl = _mm256_setr_epi64x(delta(h0 & 0x08), delta(h0 & 0x80), delta(h1 & 0x08), delta(h1 & 0x80));
-        store32(q + 32 * ib, iq1_values(w, dl));
+        sink.values(ib, iq1_values(w, dl));
         const int sc = sw[ib / 2] >> (6 * (ib % 2));
         sink.runs(ib, 2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1);
     }
@@ -426,14 +428,53 @@ struct GridRow {
     std::vector<int32_t> corr;  // Note [offset activations]: 8 lanes per super-block
 };
 
+// A super-block's 16 run multipliers of 32 elements [m0 x 8, m1 x 8] as int16.
+inline __m256i run_multipliers(int m0, int m1) {
+    return _mm256_setr_m128i(_mm_set1_epi16(int16_t(m0)), _mm_set1_epi16(int16_t(m1)));
+}
+
 struct IntSink {
+    int8_t *  q;
     int16_t * m;
     float *   f;
     void block(float factor) const { *f = factor; }
-    void runs(int ib, int m0, int m1) const {
-        store32(m + 16 * ib, _mm256_setr_m128i(_mm_set1_epi16(int16_t(m0)), _mm_set1_epi16(int16_t(m1))));
+    void values(int ib, __m256i v) const { store32(q + 32 * ib, v); }
+    void runs(int ib, int m0, int m1) const { store32(m + 16 * ib, run_multipliers(m0, m1)); }
+};
+
+// One column's product with a super-block as it is decoded (decoding: a row
+// meets one column, so nothing is stored and read back): per 32 elements
+// maddubs of |q| and y * sign q, madd with the multipliers, which are the
+// integers dot_cols_grid gets, in the same lanes; and the super-block's
+// factor for the caller's float step.
+struct DotSink {
+    const int8_t * y;  // the column's 256 codes of this super-block
+    __m256i        v = _mm256_setzero_si256(), isum = _mm256_setzero_si256();
+    float          f = 0.0f;
+    void block(float factor) {
+        f = factor;
+        isum = _mm256_setzero_si256();
+    }
+    void values(int, __m256i x) { v = x; }
+    void runs(int ib, int m0, int m1) {
+        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(load32(y + 32 * ib), v));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, run_multipliers(m0, m1)));
     }
 };
+
+// A grid row times one activation column (codes y, scales dy), decoded and
+// multiplied in one pass, with dot_cols_grid's float steps.
+template <class B>
+float dot_row_grid(const B * x, const int8_t * y, const float * dy, int64_t K) {
+    __m256 acc = _mm256_setzero_ps();
+    DotSink sink;
+    for (int64_t g = 0; g < K / kQK_K; ++g) {
+        sink.y = y + g * kQK_K;
+        decode_grid(x[g], sink);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sink.isum), _mm256_set1_ps(sink.f * dy[g]), acc);
+    }
+    return hsum(acc);
+}
 
 template <class B>
 void decode_grid_row(const B * x, int64_t K, GridRow & row) {
@@ -441,30 +482,24 @@ void decode_grid_row(const B * x, int64_t K, GridRow & row) {
     row.m.resize(size_t(K / 2));
     row.f.resize(size_t(K / kQK_K));
     for (int64_t ib = 0; ib < K / kQK_K; ++ib) {
-        IntSink sink{row.m.data() + ib * (kQK_K / 2), row.f.data() + ib};
-        decode_grid(x[ib], row.q.data() + ib * kQK_K, sink);
+        IntSink sink{row.q.data() + ib * kQK_K, row.m.data() + ib * (kQK_K / 2), row.f.data() + ib};
+        decode_grid(x[ib], sink);
     }
 }
 
 // Row `row` times C activation columns from tile column cl0: per super-block
-// isum = sum of m * dot(q, y) over its runs (maddubs of |q| and y * sign q,
-// madd with the multipliers), then acc = fma(float(isum), f * dy, acc).
-// Row `row` times C activation columns from tile column cl0: per super-block
-// isum = sum of m * dot(q, y) over its runs, then acc = fma(float(isum), f * dy,
-// acc). Two forms of the same integers:
-//   - kOffset false: maddubs of |q| and y * sign q, madd with the multipliers;
-//   - kOffset true (Note [offset activations]): maddubs of y + 128 (`yu`, the
-//     tile's columns with their sign bits flipped) and q, madd with the
-//     multipliers, less the row's correction `corr` once per super-block.
-template <int C, bool kOffset>
+// isum = sum of m * dot(q, y) over its runs (maddubs of y + 128, `yu`: the
+// tile's columns with their sign bits flipped, and q; madd with the
+// multipliers), less the row's correction `corr` (Note [offset activations]),
+// then acc = fma(float(isum), f * dy, acc).
+template <int C>
 void dot_cols_grid(const QTile & t, const GridRow & row, int64_t r, int64_t cl0, const int8_t * yu) {
     const int64_t K = t.act.K;
     const int8_t * yq[C];
     const float *  yd[C];
     for (int c = 0; c < C; ++c) {
-        const int64_t col = t.c0 + cl0 + c;
-        yq[c] = kOffset ? yu + (cl0 + c) * K : t.act.q + col * K;
-        yd[c] = t.act.d + col * (K / kQK_K);
+        yq[c] = yu + (cl0 + c) * K;
+        yd[c] = t.act.d + (t.c0 + cl0 + c) * (K / kQK_K);
     }
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -474,23 +509,13 @@ void dot_cols_grid(const QTile & t, const GridRow & row, int64_t r, int64_t cl0,
         for (int64_t k = g * kQK_K; k < (g + 1) * kQK_K; k += 32) {
             const __m256i w = load32(row.q.data() + k);
             const __m256i m = load32(row.m.data() + k / 2);
-            if constexpr (kOffset) {
-                for (int c = 0; c < C; ++c) {
-                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(load32(yq[c] + k), w), m));
-                }
-            } else {
-                const __m256i wa = _mm256_abs_epi8(w);
-                for (int c = 0; c < C; ++c) {
-                    const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(load32(yq[c] + k), w));
-                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, m));
-                }
+            for (int c = 0; c < C; ++c) {
+                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(load32(yq[c] + k), w), m));
             }
         }
-        if constexpr (kOffset) {
-            const __m256i corr = load32(row.corr.data() + 8 * g);
-            for (int c = 0; c < C; ++c) isum[c] = _mm256_sub_epi32(isum[c], corr);
-        }
+        const __m256i corr = load32(row.corr.data() + 8 * g);
         for (int c = 0; c < C; ++c) {
+            isum[c] = _mm256_sub_epi32(isum[c], corr);
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(row.f[size_t(g)] * yd[c][g]), acc[c]);
         }
     }
@@ -503,8 +528,9 @@ void dot_cols_grid(const QTile & t, const GridRow & row, int64_t r, int64_t cl0,
 // costs no sign instruction (nor |q| per chunk): per lane, sum m (y + 128) q
 // = sum m y q + 128 sum m q, and the second sum is a property of the row
 // alone, `corr` (8 lanes per super-block, computed once per row by the same
-// maddubs and madd with 128 as the unsigned side). The difference is the
-// integers of the signed form exactly, so results are the same bits.
+// maddubs and madd with 128 as the unsigned side). The difference is exactly
+// the integers of the signed form (maddubs of |q| and y * sign q, which one
+// column takes: DotSink), so results are the same bits either way.
 // maddubs stays inside int16: a pair is at most 2 * 255 * 62 (62: the largest
 // grid value, IQ3_XXS's) = 31620.
 // Measured on an AMD EPYC (Zen 4), 2 threads, `standin matmul --type iq3_s
@@ -528,16 +554,19 @@ void grid_row_correction(GridRow & row, int64_t K) {
 template <class B>
 void tile_grid(const QTile & t) {
     const int64_t K = t.act.K;
-    // Fewer than 4 columns (decoding): row by row, the signed form.
-    thread_local std::vector<GridRow> rows;
+    // Fewer than 4 columns (decoding): each row decoded into its product with
+    // each column at once (dot_row_grid; the README's host figures).
     if (t.ncols < 4) {
-        if (rows.empty()) rows.resize(1);
         for (int64_t r = 0; r < t.nrows; ++r) {
-            decode_grid_row(reinterpret_cast<const B *>(t.x + r * t.x_stride), K, rows[0]);
-            for (int64_t c = 0; c < t.ncols; ++c) dot_cols_grid<1, false>(t, rows[0], r, c, nullptr);
+            const B * x = reinterpret_cast<const B *>(t.x + r * t.x_stride);
+            for (int64_t c = 0; c < t.ncols; ++c) {
+                const int64_t col = t.c0 + c;
+                t.out[c * t.out_col_stride + r] = dot_row_grid(x, t.act.q + col * K, t.act.d + col * (K / kQK_K), K);
+            }
         }
         return;
     }
+    thread_local std::vector<GridRow> rows;
     // Every row of the tile decoded first, then each group of columns meets
     // all of them: a group's activations (4 x K bytes) stay in L1 while the
     // decoded rows come from L2, where row by row the tile's 32 columns
@@ -562,10 +591,10 @@ void tile_grid(const QTile & t) {
     }
     int64_t c = 0;
     for (; c + 4 <= t.ncols; c += 4) {
-        for (int64_t r = 0; r < t.nrows; ++r) dot_cols_grid<4, true>(t, rows[size_t(r)], r, c, yu.data());
+        for (int64_t r = 0; r < t.nrows; ++r) dot_cols_grid<4>(t, rows[size_t(r)], r, c, yu.data());
     }
     for (; c < t.ncols; ++c) {
-        for (int64_t r = 0; r < t.nrows; ++r) dot_cols_grid<1, true>(t, rows[size_t(r)], r, c, yu.data());
+        for (int64_t r = 0; r < t.nrows; ++r) dot_cols_grid<1>(t, rows[size_t(r)], r, c, yu.data());
     }
 }
 
