@@ -79,16 +79,16 @@ struct Choice {
 constexpr int kVecMaxN = 8;      // float weights: the mat-vec up to here
 constexpr int kBlasOverMmqN = 128;  // block weights: cuBLAS (when loaded) from here
 
-// Elements per mmq pipeline step (K must be a multiple) and whether mmq has a
-// format for the type: the single list of mmq's weight types.
+// Elements per mmq pipeline step (K must be a multiple), 0 for a type mmq
+// has no format for (weight_types.h's SI_CUDA_MMQ_WEIGHT_TYPES lists them):
+// 256, one super-block or 8 blocks of 32; Q6_K two super-blocks, so that a
+// chunk is a whole number of 4-byte words.
 inline int mmq_chunk(ggml_type t) {
     switch (t) {
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
-        case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS: case GGML_TYPE_MXFP4:
-            return 256;
-        case GGML_TYPE_Q6_K:
-            return 512;
+#define SI_X(name) case GGML_TYPE_##name:
+        SI_CUDA_MMQ_WEIGHT_TYPES(SI_X)
+#undef SI_X
+            return t == GGML_TYPE_Q6_K ? 512 : 256;
         default:
             return 0;
     }

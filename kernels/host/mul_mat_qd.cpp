@@ -554,15 +554,13 @@ void grid_row_correction(GridRow & row, int64_t K) {
 template <class B>
 void tile_grid(const QTile & t) {
     const int64_t K = t.act.K;
-    // Fewer than 4 columns (decoding): each row decoded into its product with
-    // each column at once (dot_row_grid; the README's host figures).
-    if (t.ncols < 4) {
+    // One column (decoding): each row decoded into its product at once
+    // (dot_row_grid; the README's host figures). More columns share each
+    // row's decoding below, which is most of the work.
+    if (t.ncols == 1) {
         for (int64_t r = 0; r < t.nrows; ++r) {
-            const B * x = reinterpret_cast<const B *>(t.x + r * t.x_stride);
-            for (int64_t c = 0; c < t.ncols; ++c) {
-                const int64_t col = t.c0 + c;
-                t.out[c * t.out_col_stride + r] = dot_row_grid(x, t.act.q + col * K, t.act.d + col * (K / kQK_K), K);
-            }
+            t.out[r] = dot_row_grid(reinterpret_cast<const B *>(t.x + r * t.x_stride), t.act.q + t.c0 * K,
+                                    t.act.d + t.c0 * (K / kQK_K), K);
         }
         return;
     }
