@@ -13,6 +13,7 @@
 // Test: tests/kernels/test_packed.cpp (against the unpacked kernels and a
 // double-precision product, every level the CPU has).
 #define SI_X8_TARGET
+#include "kernels/host/mul_mat_x8_grid.h"
 #include "kernels/host/mul_mat_x8_lowbit.h"
 
 #include "kernels/host/isa.h"
@@ -40,7 +41,32 @@ struct OpsAvx2 {
     static constexpr int sum_words(int m) { return 32767 / (256 * m); }
 };
 
+template <class B>
+void tile_grid_avx2(const QTile & t) {
+    static_assert(OpsAvx2::sum_words(255) == 0, "the signed form");
+    tile_grid_x8<B>(t, false, [](const QTile & d) { tile_x8_k<OpsAvx2, BodyGrid<B>>(d); });
+}
+
 } // namespace
+
+QTileFn x8_grid_tile_vnni(ggml_type type);  // mul_mat_x8_grid_vnni.cpp
+
+QTileFn x8_grid_tile_for(ggml_type type) {
+    switch (isa::level()) {
+        case isa::Level::avx512_vnni: return x8_grid_tile_vnni(type);
+        case isa::Level::avx2:        break;
+    }
+    switch (type) {
+#define SI_X(type, Block) case type: return tile_grid_avx2<Block>;
+        SI_HOST_GRID_TYPES(SI_X)
+#undef SI_X
+        default: return nullptr;
+    }
+}
+
+bool x8_grid_wants_pairs(ggml_type type) {
+    return isa::level() == isa::Level::avx512_vnni && x8_grid_tile_vnni(type) != nullptr;
+}
 
 QTileFn x8_tile_vnni(ggml_type type);  // mul_mat_x8_vnni.cpp
 bool    x8_tile_vnni_pairs(ggml_type type);

@@ -159,7 +159,7 @@ SI_X8_TARGET inline __m256i q6_codes(const uint8_t * ql, const uint8_t * qh, int
 // The kernel bodies: a group (8 rows from tile row r0) times the columns of
 // a tile that the width V holds from tile column cl0, V::N accumulators, each
 // 8 rows of one column (KCols, 256-bit) or of two (KPairs,
-// mul_mat_x8_vnni.cpp, Note [column pairs]). One body per format for both
+// mul_mat_x8_pairs.h, Note [column pairs]). One body per format for both
 // widths, so both do the same integer operations and the float operations of
 // the head of this file in the same order. V::lanes puts a 256-bit vector
 // of 8 rows into the width's lanes.
@@ -191,6 +191,23 @@ SI_X8_TARGET inline void sub_block_words(Word word, Scaled scaled) {
             for (int w = w0; w < w0 + kRun; ++w) word(s, j, w);
             scaled(s, j, w0);
         }
+    }
+}
+
+// Word w of 32-element block b32 against every column of the width, for
+// signed values `val` of 8 rows: stored plus 128 and multiplied as unsigned
+// bytes where kOffset (the caller takes 128 times the activation sums off),
+// else as |val| against the activation with val's signs.
+template <bool kOffset, class V>
+SI_X8_TARGET inline void dot_values(const V & v, typename V::I * s, __m256i val, int64_t b32, int w) {
+    if constexpr (kOffset) {
+        const typename V::I x = V::lanes(val);
+#pragma GCC unroll 4
+        for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, b32, w);
+    } else {
+        const typename V::I x = V::lanes(val), xa = V::lanes(_mm256_abs_epi8(val));
+#pragma GCC unroll 4
+        for (int i = 0; i < V::N; ++i) s[i] = v.dot_s(s[i], xa, x, i, b32, w);
     }
 }
 
@@ -353,6 +370,7 @@ struct KCols {
     SI_X8_TARGET static F halves(const uint8_t * p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     }
+    SI_X8_TARGET static F floats(const uint8_t * p) { return _mm256_loadu_ps(reinterpret_cast<const float *>(p)); }
     // acc + float(isum) * (d * dy), and acc - float(m) * (d * dy).
     SI_X8_TARGET static F fma(F acc, I isum, F d, F dy) {
         return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, dy), acc);

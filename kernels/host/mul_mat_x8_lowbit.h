@@ -107,16 +107,7 @@ SI_X8_TARGET void group_iq4_xs(const QTile & t, int64_t r0, int64_t cl0) {
                 // nibbles of quant word 4j + w (w < 4) or the high ones of 4j + w - 4.
                 const __m256i raw_q = load_w(blk + X8IQ4_XS::kQuants + 32 * (4 * j + w % 4));
                 const __m256i nib   = _mm256_and_si256(w < 4 ? raw_q : _mm256_srli_epi16(raw_q, 4), m4);
-                const __m256i val   = _mm256_shuffle_epi8(levels, nib);
-                if constexpr (kOffset) {
-                    const I x = V::lanes(val);
-#pragma GCC unroll 4
-                    for (int i = 0; i < V::N; ++i) s[i] = v.dot(s[i], x, i, 8 * b + j, w);
-                } else {
-                    const I x = V::lanes(val), xa = V::lanes(_mm256_abs_epi8(val));
-#pragma GCC unroll 4
-                    for (int i = 0; i < V::N; ++i) s[i] = v.dot_s(s[i], xa, x, i, 8 * b + j, w);
-                }
+                dot_values<kOffset>(v, s, _mm256_shuffle_epi8(levels, nib), 8 * b + j, w);
             },
             [&](const I * s, int j, int) SI_X8_TARGET {
                 for (int i = 0; i < V::N; ++i) isum[i] = V::add_scaled(isum[i], s[i], sc[j / 4], j % 4);

@@ -53,7 +53,7 @@ struct Act {
     int64_t         K;
     const int32_t * q8sum = nullptr;
     // Optional, for the 512-bit packed kernels (Note [column pairs],
-    // mul_mat_x8_vnni.cpp): the codes of column pairs {2P, 2P + 1} interleaved
+    // mul_mat_x8_pairs.h): the codes of column pairs {2P, 2P + 1} interleaved
     // by 4-byte word, block b of pair P at qpair + (P * K / 32 + b) * 16.
     const int32_t * qpair = nullptr;
 };
@@ -96,6 +96,14 @@ QTileFn qtile_int_form_for(ggml_type type);
 // process's instruction-set level (isa.h), or nullptr when there is none. Its
 // tiles start on a group and nrows is a multiple of 8.
 QTileFn x8_tile_for(ggml_type type);
+
+// The several-column tile kernel of a grid i-quant (grid_decode.h) at the
+// process's level, which decodes the tile's rows into groups of 8 first
+// (mul_mat_x8_grid.h); nullptr for any other type. Any tile shape.
+QTileFn x8_grid_tile_for(ggml_type type);
+
+// Whether x8_grid_tile_for(type) reads Act::qpair at the process's level.
+bool x8_grid_wants_pairs(ggml_type type);
 
 inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -18,6 +18,7 @@
 #include "ggml.h"
 #include "kernels/common/quants.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/isa.h"
 #include "kernels/op_table.h"
 #include "runtime/host/host_device.h"
 
@@ -462,19 +463,38 @@ TEST(QuantMatMul, IntFormMatVecMatchesCpuBackend) {
     dlclose(lib);
 }
 
-// The grid i-quants' products at several columns take the activations offset
-// to unsigned bytes (Note [offset activations], mul_mat_qd.cpp) and one column
-// the signed form: the same integers, so a column gives the same bits either
-// way (column 0 of 5 against the product of that column alone).
-TEST(QuantMatMul, GridTypesSameBitsAloneAndAmongColumns) {
+// The grid i-quants' products at several columns decode a tile's rows into
+// groups of 8 and take the activations in the level's form (mul_mat_x8_grid.h),
+// one column decodes each row into its product (mul_mat_qd.cpp): the same
+// integers and float steps, so the same bits at every column count and
+// level. 21 rows leave a group of 5 in the second row tile; 130 columns
+// cross the 128-column tiles of these types (mul_mat.cpp) and leave
+// column runs of every width. Column 0 of each product against that column
+// alone; every column against the first level's product.
+TEST(QuantMatMul, GridTypesSameBitsAtEveryColumnCountAndLevel) {
+    namespace isa = kernels::host::isa;
+    const isa::Level best = isa::choose(isa::detect());
     for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
                         GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M}) {
-        std::vector<float> alone, among;
-        matmul_nmse(MatMulCase{t, 3 * 256, 13, 1}, 70, &alone);
-        matmul_nmse(MatMulCase{t, 3 * 256, 13, 5}, 70, &among);
-        ASSERT_EQ(among.size(), 5 * alone.size());
-        for (size_t m = 0; m < alone.size(); ++m) {
-            EXPECT_EQ(bits(among[m]), bits(alone[m])) << ggml_type_name(t) << " row " << m;
+        std::vector<float> alone;
+        matmul_nmse(MatMulCase{t, 3 * 256, 21, 1}, 70, &alone);
+        for (int64_t N : {2, 9, 130}) {
+            std::vector<float> first;
+            for (isa::Level l : {isa::Level::avx2, isa::Level::avx512_vnni}) {
+                if (!isa::force(l)) continue;
+                std::vector<float> among;
+                EXPECT_LT(matmul_nmse(MatMulCase{t, 3 * 256, 21, N}, 70, &among), 1e-4) << ggml_type_name(t) << " N=" << N;
+                ASSERT_EQ(among.size(), size_t(N) * alone.size());
+                for (size_t m = 0; m < alone.size(); ++m) {
+                    EXPECT_EQ(bits(among[m]), bits(alone[m])) << ggml_type_name(t) << " N=" << N << " row " << m;
+                }
+                if (first.empty()) {
+                    first = among;
+                } else {
+                    expect_same_floats(among, first, ggml_type_name(t));
+                }
+            }
         }
     }
+    isa::force(best);
 }

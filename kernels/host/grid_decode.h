@@ -1,0 +1,216 @@
+// The grid i-quants' super-blocks (quants_iq.h: IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
+// IQ2_S, IQ3_XXS, IQ3_S) decoded 32 int8 values at a time on AVX2, for the
+// host's MUL_MAT kernels: one column decodes a row straight into its product
+// (mul_mat_qd.cpp), several decode a tile's rows once into groups of 8 rows
+// (mul_mat_x8_grid.h). The scalar decoders of quants_iq.h are the reference
+// (tests/kernels/test_quants.cpp holds the products to ggml-cpu's).
+// Internal linkage throughout: the file is included by translation units of
+// different instruction-set levels (isa.h).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/quants.h"
+
+namespace standin::kernels::host::mm {
+
+namespace {
+
+using namespace standin::quant;
+
+// The grid types and their blocks, stated once: kGridType and the kernels'
+// dispatch derive from it.
+#define SI_HOST_GRID_TYPES(X)                                                                                  \
+    X(GGML_TYPE_IQ2_XXS, BlockIQ2_XXS) X(GGML_TYPE_IQ2_XS, BlockIQ2_XS) X(GGML_TYPE_IQ2_S, BlockIQ2_S)   \
+    X(GGML_TYPE_IQ3_XXS, BlockIQ3_XXS) X(GGML_TYPE_IQ3_S, BlockIQ3_S) X(GGML_TYPE_IQ1_S, BlockIQ1_S)     \
+    X(GGML_TYPE_IQ1_M, BlockIQ1_M)
+
+// The ggml type of a grid block, GGML_TYPE_COUNT for any other block.
+template <class B>
+constexpr ggml_type kGridType = GGML_TYPE_COUNT;
+#define SI_X(type, Block) \
+    template <>           \
+    constexpr ggml_type kGridType<Block> = type;
+SI_HOST_GRID_TYPES(SI_X)
+#undef SI_X
+
+template <class B>
+constexpr bool kGridBlock = kGridType<B> != GGML_TYPE_COUNT;
+
+// The largest byte of a grid table: the largest magnitude of its values
+// (the signs are applied apart).
+template <class T, size_t N>
+constexpr int max_grid_byte(const T (&table)[N]) {
+    int m = 0;
+    for (size_t i = 0; i < N; ++i) {
+        for (size_t j = 0; j < sizeof(T); ++j) {
+            const int b = int((uint64_t(table[i]) >> (8 * j)) & 0xffu);
+            m = b > m ? b : m;
+        }
+    }
+    return m;
+}
+
+// The largest |value| a block type decodes to: it bounds how many products
+// an int16 lane may sum (mul_mat_x8_grid.h). IQ1's values are 8 g +- 1 with
+// g in {-1, 0, 1} (iq1_values), so at most 9.
+template <class B>
+constexpr int kGridMax = std::is_same_v<B, BlockIQ2_XXS> ? max_grid_byte(grid::kIq2xxs)
+                       : std::is_same_v<B, BlockIQ2_XS>  ? max_grid_byte(grid::kIq2xs)
+                       : std::is_same_v<B, BlockIQ2_S>   ? max_grid_byte(grid::kIq2s)
+                       : std::is_same_v<B, BlockIQ3_XXS> ? max_grid_byte(grid::kIq3xxs)
+                       : std::is_same_v<B, BlockIQ3_S>   ? max_grid_byte(grid::kIq3s)
+                                                         : 9;
+
+// 32 grid bytes (4 words of 8) get the signs of a 32-bit mask (bit j: element j negative).
+struct SignTable {
+    uint8_t v[128];
+};
+constexpr SignTable make_signs() {
+    SignTable t{};
+    for (uint32_t i = 0; i < 128; ++i) t.v[i] = uint8_t(signs_of_index(i));
+    return t;
+}
+constexpr SignTable kSigns = make_signs();
+
+inline __m256i bit_mask_bytes(uint32_t bits) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+    const __m256i v   = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+inline __m256i apply_signs(__m256i v, uint32_t signs) {
+    return _mm256_sign_epi8(v, _mm256_or_si256(bit_mask_bytes(signs), _mm256_set1_epi8(1)));
+}
+
+inline __m256i words4(uint64_t w0, uint64_t w1, uint64_t w2, uint64_t w3) {
+    return _mm256_setr_epi64x(int64_t(w0), int64_t(w1), int64_t(w2), int64_t(w3));
+}
+
+// The grid formats' run scales are a block factor f times odd integers m
+// ((0.5 + s) * 0.25 = (2s + 1) / 8 and the like): decode_grid hands a sink
+// (IntSink, which stores a decoded row, or DotSink, which takes a column's
+// product at once) sink.block(f), then per 32 elements their int8 values
+// (sink.values(ib, v)) and the multipliers of their two runs
+// (sink.runs(ib, m0, m1)), in that order.
+
+template <class Sink>
+void decode_grid(const BlockIQ2_XXS & b, Sink & sink) {
+    sink.block(half(b.d) * 0.125f);
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint8_t * g  = b.qs + 8 * ib;
+        const uint32_t  a1 = load_u32_le(g + 4);
+        uint32_t signs = 0;
+        for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[(a1 >> (7 * l)) & 127u]) << (8 * l);
+        const __m256i v = words4(iq2xxs_grid(g[0]), iq2xxs_grid(g[1]), iq2xxs_grid(g[2]), iq2xxs_grid(g[3]));
+        sink.values(ib, apply_signs(v, signs));
+        const int m = 2 * int(a1 >> 28) + 1;
+        sink.runs(ib, m, m);
+    }
+}
+
+template <class Sink>
+void decode_grid(const BlockIQ2_XS & b, Sink & sink) {
+    sink.block(half(b.d) * 0.125f);
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint16_t * v = b.qs + 4 * ib;
+        uint32_t signs = 0;
+        for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[v[l] >> 9]) << (8 * l);
+        const __m256i w = words4(iq2xs_grid(v[0] & 511), iq2xs_grid(v[1] & 511), iq2xs_grid(v[2] & 511),
+                                 iq2xs_grid(v[3] & 511));
+        sink.values(ib, apply_signs(w, signs));
+        sink.runs(ib, 2 * (b.scales[ib] & 15) + 1, 2 * (b.scales[ib] >> 4) + 1);
+    }
+}
+
+template <class Sink>
+void decode_grid(const BlockIQ2_S & b, Sink & sink) {
+    sink.block(half(b.d) * 0.125f);
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint8_t * g = b.qs + 4 * ib;
+        const int       h = b.qh[ib];
+        const __m256i w = words4(iq2s_grid(g[0] | ((h << 8) & 0x300)), iq2s_grid(g[1] | ((h << 6) & 0x300)),
+                                 iq2s_grid(g[2] | ((h << 4) & 0x300)), iq2s_grid(g[3] | ((h << 2) & 0x300)));
+        sink.values(ib, apply_signs(w, load_u32_le(b.qs + kQK_K / 8 + 4 * ib)));
+        sink.runs(ib, 2 * (b.scales[ib] & 15) + 1, 2 * (b.scales[ib] >> 4) + 1);
+    }
+}
+
+// IQ3: 8 grid words of 4 bytes per 32 elements, gathered.
+template <class Sink>
+void decode_grid(const BlockIQ3_XXS & b, Sink & sink) {
+    sink.block(half(b.d) * 0.25f);
+    const int * grid = reinterpret_cast<const int *>(grid::kIq3xxs);
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint32_t a = load_u32_le(b.qs + kQK_K / 4 + 4 * ib);
+        uint32_t signs = 0;
+        for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[(a >> (7 * l)) & 127u]) << (8 * l);
+        const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(b.qs + 8 * ib)));
+        sink.values(ib, apply_signs(_mm256_i32gather_epi32(grid, idx, 4), signs));
+        const int m = 2 * int(a >> 28) + 1;
+        sink.runs(ib, m, m);
+    }
+}
+
+template <class Sink>
+void decode_grid(const BlockIQ3_S & b, Sink & sink) {
+    sink.block(half(b.d));
+    const int * grid = reinterpret_cast<const int *>(grid::kIq3s);
+    for (int ib = 0; ib < 8; ++ib) {
+        // Bit k of qh[ib] is the ninth bit of index k.
+        const __m256i hi  = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[ib]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                             _mm256_set1_epi32(1));
+        const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(b.qs + 8 * ib))),
+                                            _mm256_slli_epi32(hi, 8));
+        sink.values(ib, apply_signs(_mm256_i32gather_epi32(grid, idx, 4), load_u32_le(b.signs + 4 * ib)));
+        const int m = 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15);
+        sink.runs(ib, m, m);
+    }
+}
+
+// IQ1: grid bytes -1, 0, 1 become 8 * byte +- 1 (the shift's sign per group of 8).
+inline __m256i iq1_values(__m256i w, __m256i delta) {
+    const __m256i x8 = _mm256_and_si256(_mm256_slli_epi16(w, 3), _mm256_set1_epi8(int8_t(0xf8)));
+    return _mm256_add_epi8(x8, delta);
+}
+
+template <class Sink>
+void decode_grid(const BlockIQ1_S & b, Sink & sink) {
+    sink.block(half(b.d) * 0.125f);
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint32_t  hb = b.qh[ib];
+        const uint8_t * g  = b.qs + 4 * ib;
+        const __m256i w = words4(iq1s_grid(int(g[0] | ((hb & 7u) << 8))), iq1s_grid(int(g[1] | (((hb >> 3) & 7u) << 8))),
+                                 iq1s_grid(int(g[2] | (((hb >> 6) & 7u) << 8))), iq1s_grid(int(g[3] | (((hb >> 9) & 7u) << 8))));
+        sink.values(ib, iq1_values(w, _mm256_set1_epi8((hb & 0x8000u) ? -1 : 1)));
+        const int m = 2 * int((hb >> 12) & 7u) + 1;
+        sink.runs(ib, m, m);
+    }
+}
+
+template <class Sink>
+void decode_grid(const BlockIQ1_M & b, Sink & sink) {
+    uint16_t sw[4];
+    for (int i = 0; i < 4; ++i) sw[i] = uint16_t(b.scales[2 * i] | (b.scales[2 * i + 1] << 8));
+    sink.block(half(uint16_t((sw[0] >> 12) | ((sw[1] >> 8) & 0x00f0) | ((sw[2] >> 4) & 0x0f00) | (sw[3] & 0xf000))) * 0.125f);
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint8_t * g = b.qs + 4 * ib;
+        const int h0 = b.qh[2 * ib], h1 = b.qh[2 * ib + 1];
+        const __m256i w = words4(iq1s_grid(g[0] | ((h0 & 7) << 8)), iq1s_grid(g[1] | ((h0 & 0x70) << 4)),
+                                 iq1s_grid(g[2] | ((h1 & 7) << 8)), iq1s_grid(g[3] | ((h1 & 0x70) << 4)));
+        const auto delta = [](int bit) { return bit ? int64_t(-1) : int64_t(0x0101010101010101ll); };
+        const __m256i dl = _mm256_setr_epi64x(delta(h0 & 0x08), delta(h0 & 0x80), delta(h1 & 0x08), delta(h1 & 0x80));
+        sink.values(ib, iq1_values(w, dl));
+        const int sc = sw[ib / 2] >> (6 * (ib % 2));
+        sink.runs(ib, 2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1);
+    }
+}
+
+} // namespace
+
+} // namespace standin::kernels::host::mm
