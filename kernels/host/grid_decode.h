@@ -65,39 +65,52 @@ constexpr int kGridMax = std::is_same_v<B, BlockIQ2_XXS> ? max_grid_byte(grid::k
                        : std::is_same_v<B, BlockIQ3_S>   ? max_grid_byte(grid::kIq3s)
                                                          : 9;
 
-// 32 grid bytes (4 words of 8) get the signs of a 32-bit mask (bit j: element j negative).
-struct SignTable {
-    uint8_t v[128];
+// Signs as bytes of +1 and -1, the second operand of a byte sign
+// instruction (vpsignb): grid magnitudes or activations take them.
+// A 7-bit sign index (IQ2_XXS, IQ2_XS, IQ3_XXS: its 8 sign bits, the
+// eighth of even parity) as the 8 bytes of one word, looked up whole: the
+// table lookup costs one load per 8 elements where the bits spread into
+// bytes cost a broadcast, a shuffle, an and and a compare per 32.
+struct SignBytes {
+    uint64_t v[128];
 };
-constexpr SignTable make_signs() {
-    SignTable t{};
-    for (uint32_t i = 0; i < 128; ++i) t.v[i] = uint8_t(signs_of_index(i));
+constexpr SignBytes make_sign_bytes() {
+    SignBytes t{};
+    for (uint32_t i = 0; i < 128; ++i) {
+        const uint32_t bits = signs_of_index(i);
+        for (int j = 0; j < 8; ++j) t.v[i] |= uint64_t(((bits >> j) & 1u) ? 0xffu : 0x01u) << (8 * j);
+    }
     return t;
 }
-constexpr SignTable kSigns = make_signs();
-
-inline __m256i bit_mask_bytes(uint32_t bits) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
-    const __m256i v   = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
-inline __m256i apply_signs(__m256i v, uint32_t signs) {
-    return _mm256_sign_epi8(v, _mm256_or_si256(bit_mask_bytes(signs), _mm256_set1_epi8(1)));
-}
+constexpr SignBytes kSignBytes = make_sign_bytes();
 
 inline __m256i words4(uint64_t w0, uint64_t w1, uint64_t w2, uint64_t w3) {
     return _mm256_setr_epi64x(int64_t(w0), int64_t(w1), int64_t(w2), int64_t(w3));
 }
 
+// The sign bytes of four 7-bit indices at bits 0, 7, 14 and 21 of a.
+inline __m256i index_signs(uint32_t a) {
+    return words4(kSignBytes.v[a & 127u], kSignBytes.v[(a >> 7) & 127u], kSignBytes.v[(a >> 14) & 127u],
+                  kSignBytes.v[(a >> 21) & 127u]);
+}
+
+// The sign bytes of 32 raw sign bits (IQ2_S, IQ3_S: bit j, element j negative).
+inline __m256i bit_signs(uint32_t bits) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+    const __m256i v   = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(1));
+}
+
 // The grid formats' run scales are a block factor f times odd integers m
 // ((0.5 + s) * 0.25 = (2s + 1) / 8 and the like): decode_grid hands a sink
-// (IntSink, which stores a decoded row, or DotSink, which takes a column's
-// product at once) sink.block(f), then per 32 elements their int8 values
-// (sink.values(ib, v)) and the multipliers of their two runs
-// (sink.runs(ib, m0, m1)), in that order.
+// (DotSink, which takes a column's product at once, mul_mat_qd.cpp, or
+// X8GridSink, which stores a row of a group, mul_mat_x8_grid.h)
+// sink.block(f), then per 32 elements their values as magnitudes and sign
+// bytes, value = sign(mag, sgn) (sink.values(ib, mag, sgn): a product takes
+// mag against the activation with sgn's signs, no value formed), and the
+// multipliers of their two runs (sink.runs(ib, m0, m1)), in that order.
 
 template <class Sink>
 void decode_grid(const BlockIQ2_XXS & b, Sink & sink) {
@@ -105,10 +118,8 @@ void decode_grid(const BlockIQ2_XXS & b, Sink & sink) {
     for (int ib = 0; ib < 8; ++ib) {
         const uint8_t * g  = b.qs + 8 * ib;
         const uint32_t  a1 = load_u32_le(g + 4);
-        uint32_t signs = 0;
-        for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[(a1 >> (7 * l)) & 127u]) << (8 * l);
-        const __m256i v = words4(iq2xxs_grid(g[0]), iq2xxs_grid(g[1]), iq2xxs_grid(g[2]), iq2xxs_grid(g[3]));
-        sink.values(ib, apply_signs(v, signs));
+        sink.values(ib, words4(iq2xxs_grid(g[0]), iq2xxs_grid(g[1]), iq2xxs_grid(g[2]), iq2xxs_grid(g[3])),
+                    index_signs(a1));
         const int m = 2 * int(a1 >> 28) + 1;
         sink.runs(ib, m, m);
     }
@@ -119,11 +130,9 @@ void decode_grid(const BlockIQ2_XS & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
     for (int ib = 0; ib < 8; ++ib) {
         const uint16_t * v = b.qs + 4 * ib;
-        uint32_t signs = 0;
-        for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[v[l] >> 9]) << (8 * l);
         const __m256i w = words4(iq2xs_grid(v[0] & 511), iq2xs_grid(v[1] & 511), iq2xs_grid(v[2] & 511),
                                  iq2xs_grid(v[3] & 511));
-        sink.values(ib, apply_signs(w, signs));
+        sink.values(ib, w, words4(kSignBytes.v[v[0] >> 9], kSignBytes.v[v[1] >> 9], kSignBytes.v[v[2] >> 9], kSignBytes.v[v[3] >> 9]));
         sink.runs(ib, 2 * (b.scales[ib] & 15) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 }
@@ -136,7 +145,7 @@ void decode_grid(const BlockIQ2_S & b, Sink & sink) {
         const int       h = b.qh[ib];
         const __m256i w = words4(iq2s_grid(g[0] | ((h << 8) & 0x300)), iq2s_grid(g[1] | ((h << 6) & 0x300)),
                                  iq2s_grid(g[2] | ((h << 4) & 0x300)), iq2s_grid(g[3] | ((h << 2) & 0x300)));
-        sink.values(ib, apply_signs(w, load_u32_le(b.qs + kQK_K / 8 + 4 * ib)));
+        sink.values(ib, w, bit_signs(load_u32_le(b.qs + kQK_K / 8 + 4 * ib)));
         sink.runs(ib, 2 * (b.scales[ib] & 15) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 }
@@ -148,10 +157,8 @@ void decode_grid(const BlockIQ3_XXS & b, Sink & sink) {
     const int * grid = reinterpret_cast<const int *>(grid::kIq3xxs);
     for (int ib = 0; ib < 8; ++ib) {
         const uint32_t a = load_u32_le(b.qs + kQK_K / 4 + 4 * ib);
-        uint32_t signs = 0;
-        for (int l = 0; l < 4; ++l) signs |= uint32_t(kSigns.v[(a >> (7 * l)) & 127u]) << (8 * l);
         const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(b.qs + 8 * ib)));
-        sink.values(ib, apply_signs(_mm256_i32gather_epi32(grid, idx, 4), signs));
+        sink.values(ib, _mm256_i32gather_epi32(grid, idx, 4), index_signs(a));
         const int m = 2 * int(a >> 28) + 1;
         sink.runs(ib, m, m);
     }
@@ -167,7 +174,7 @@ void decode_grid(const BlockIQ3_S & b, Sink & sink) {
                                              _mm256_set1_epi32(1));
         const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(b.qs + 8 * ib))),
                                             _mm256_slli_epi32(hi, 8));
-        sink.values(ib, apply_signs(_mm256_i32gather_epi32(grid, idx, 4), load_u32_le(b.signs + 4 * ib)));
+        sink.values(ib, _mm256_i32gather_epi32(grid, idx, 4), bit_signs(load_u32_le(b.signs + 4 * ib)));
         const int m = 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15);
         sink.runs(ib, m, m);
     }
@@ -187,7 +194,8 @@ void decode_grid(const BlockIQ1_S & b, Sink & sink) {
         const uint8_t * g  = b.qs + 4 * ib;
         const __m256i w = words4(iq1s_grid(int(g[0] | ((hb & 7u) << 8))), iq1s_grid(int(g[1] | (((hb >> 3) & 7u) << 8))),
                                  iq1s_grid(int(g[2] | (((hb >> 6) & 7u) << 8))), iq1s_grid(int(g[3] | (((hb >> 9) & 7u) << 8))));
-        sink.values(ib, iq1_values(w, _mm256_set1_epi8((hb & 0x8000u) ? -1 : 1)));
+        const __m256i v = iq1_values(w, _mm256_set1_epi8((hb & 0x8000u) ? -1 : 1));
+        sink.values(ib, _mm256_abs_epi8(v), v);
         const int m = 2 * int((hb >> 12) & 7u) + 1;
         sink.runs(ib, m, m);
     }
@@ -203,9 +211,11 @@ void decode_grid(const BlockIQ1_M & b, Sink & sink) {
         const int h0 = b.qh[2 * ib], h1 = b.qh[2 * ib + 1];
         const __m256i w = words4(iq1s_grid(g[0] | ((h0 & 7) << 8)), iq1s_grid(g[1] | ((h0 & 0x70) << 4)),
                                  iq1s_grid(g[2] | ((h1 & 7) << 8)), iq1s_grid(g[3] | ((h1 & 0x70) << 4)));
-        const auto delta = [](int bit) { return bit ? int64_t(-1) : int64_t(0x0101010101010101ll); };
-        const __m256i dl = _mm256_setr_epi64x(delta(h0 & 0x08), delta(h0 & 0x80), delta(h1 & 0x08), delta(h1 & 0x80));
-        sink.values(ib, iq1_values(w, dl));
+        // The shift signs of the 4 groups of 8, bits 3 and 7 of h0 and h1: -1 where set, else +1.
+        const __m256i bit = _mm256_setr_epi64x(0x08, 0x80, 0x0800, 0x8000);
+        const __m256i set = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(h0 | (h1 << 8)), bit), bit);
+        const __m256i v   = iq1_values(w, _mm256_or_si256(set, _mm256_set1_epi8(1)));
+        sink.values(ib, _mm256_abs_epi8(v), v);
         const int sc = sw[ib / 2] >> (6 * (ib % 2));
         sink.runs(ib, 2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1);
     }

@@ -269,7 +269,7 @@ void tile_int(const QTile & t) {
 
 // --- the grid i-quants ---------------------------------------------------------------
 // One column: a row is decoded straight into its product with the column
-// (DotSink): nothing is stored and read back. Per 32 elements maddubs of |q|
+// (DotSink): nothing is stored and read back. Per 32 elements maddubs of the magnitudes
 // and y * sign q, madd with the run multipliers; per super-block the integer
 // lanes summed and one float step, acc = fma(float(isum), f * dy, acc), which
 // is the step of the several-column kernels (mul_mat_x8_grid.h) for each row,
@@ -285,15 +285,15 @@ inline __m256i run_multipliers(int m0, int m1) {
 
 struct DotSink {
     const int8_t * y;  // the column's 256 codes of this super-block
-    __m256i        v = _mm256_setzero_si256(), isum = _mm256_setzero_si256();
+    __m256i        mag = _mm256_setzero_si256(), sgn = _mm256_setzero_si256(), isum = _mm256_setzero_si256();
     float          f = 0.0f;
     void block(float factor) {
         f = factor;
         isum = _mm256_setzero_si256();
     }
-    void values(int, __m256i x) { v = x; }
+    void values(int, __m256i m, __m256i s) { mag = m, sgn = s; }
     void runs(int ib, int m0, int m1) {
-        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(load32(y + 32 * ib), v));
+        const __m256i p = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(load32(y + 32 * ib), sgn));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, run_multipliers(m0, m1)));
     }
 };

@@ -56,7 +56,8 @@ struct X8GridSink {
     int       r;
     bool      offset;
     void block(float factor) const { std::memcpy(blk + X8Grid::kF + sizeof(float) * r, &factor, sizeof(float)); }
-    void values(int ib, __m256i v) const {
+    void values(int ib, __m256i mag, __m256i sgn) const {
+        __m256i v = _mm256_sign_epi8(mag, sgn);
         if (offset) v = _mm256_xor_si256(v, _mm256_set1_epi8(int8_t(0x80)));  // v + 128 as unsigned
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(vals + 32 * ib), v);
     }
