@@ -1,8 +1,11 @@
-// The grid i-quants' super-blocks (quants_iq.h: IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
-// IQ2_S, IQ3_XXS, IQ3_S) decoded 32 int8 values at a time on AVX2, for the
-// host's MUL_MAT kernels: one column decodes a row straight into its product
-// (mul_mat_qd.cpp), several decode a tile's rows once into groups of 8 rows
-// (mul_mat_x8_grid.h). The scalar decoders of quants_iq.h are the reference
+// The super-block types whose values are small integers under one float
+// factor per super-block and small integer multipliers per run of 16: the
+// grid i-quants (quants_iq.h: IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+// IQ3_S) and the ternary TQ1_0 and TQ2_0 (values -1, 0, 1, multipliers 1),
+// decoded 32 int8 values at a time on AVX2 for the host's MUL_MAT kernels:
+// one column decodes a row straight into its product (mul_mat_qd.cpp),
+// several decode a tile's rows once into groups of 8 (mul_mat_x8_grid.h).
+// The scalar decoders of quants.h and quants_iq.h are the reference
 // (tests/kernels/test_quants.cpp holds the products to ggml-cpu's).
 // Internal linkage throughout: the file is included by translation units of
 // different instruction-set levels (isa.h).
@@ -11,6 +14,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/common/quants.h"
@@ -21,12 +25,12 @@ namespace {
 
 using namespace standin::quant;
 
-// The grid types and their blocks, stated once: kGridType and the kernels'
-// dispatch derive from it.
+// These types ("grid" types below) and their blocks, stated once:
+// kGridType and the kernels' dispatch derive from it.
 #define SI_HOST_GRID_TYPES(X)                                                                                  \
     X(GGML_TYPE_IQ2_XXS, BlockIQ2_XXS) X(GGML_TYPE_IQ2_XS, BlockIQ2_XS) X(GGML_TYPE_IQ2_S, BlockIQ2_S)   \
     X(GGML_TYPE_IQ3_XXS, BlockIQ3_XXS) X(GGML_TYPE_IQ3_S, BlockIQ3_S) X(GGML_TYPE_IQ1_S, BlockIQ1_S)     \
-    X(GGML_TYPE_IQ1_M, BlockIQ1_M)
+    X(GGML_TYPE_IQ1_M, BlockIQ1_M) X(GGML_TYPE_TQ1_0, BlockTQ1_0) X(GGML_TYPE_TQ2_0, BlockTQ2_0)
 
 // The ggml type of a grid block, GGML_TYPE_COUNT for any other block.
 template <class B>
@@ -56,14 +60,15 @@ constexpr int max_grid_byte(const T (&table)[N]) {
 
 // The largest |value| a block type decodes to: it bounds how many products
 // an int16 lane may sum (mul_mat_x8_grid.h). IQ1's values are 8 g +- 1 with
-// g in {-1, 0, 1} (iq1_values), so at most 9.
+// g in {-1, 0, 1} (iq1_values), so at most 9; the ternary types' 1.
 template <class B>
 constexpr int kGridMax = std::is_same_v<B, BlockIQ2_XXS> ? max_grid_byte(grid::kIq2xxs)
                        : std::is_same_v<B, BlockIQ2_XS>  ? max_grid_byte(grid::kIq2xs)
                        : std::is_same_v<B, BlockIQ2_S>   ? max_grid_byte(grid::kIq2s)
                        : std::is_same_v<B, BlockIQ3_XXS> ? max_grid_byte(grid::kIq3xxs)
                        : std::is_same_v<B, BlockIQ3_S>   ? max_grid_byte(grid::kIq3s)
-                                                         : 9;
+                       : std::is_same_v<B, BlockIQ1_S> || std::is_same_v<B, BlockIQ1_M> ? 9
+                                                                                         : 1;
 
 // Signs as bytes of +1 and -1, the second operand of a byte sign
 // instruction (vpsignb): grid magnitudes or activations take them.
@@ -218,6 +223,65 @@ void decode_grid(const BlockIQ1_M & b, Sink & sink) {
         sink.values(ib, _mm256_abs_epi8(v), v);
         const int sc = sw[ib / 2] >> (6 * (ib % 2));
         sink.runs(ib, 2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1);
+    }
+}
+
+// --- the ternary types ---------------------------------------------------------------
+// Values -1, 0, 1 under the half-precision d of the super-block: the factor
+// d, every run multiplier 1.
+
+// Bytes b times bytes p, each modulo 256: the even bytes' products are the
+// low bytes of the int16 products, the odd bytes' the high bytes of the
+// odd bytes times p's odd bytes shifted up.
+inline __m256i mul_bytes(__m256i b, __m256i p) {
+    const __m256i odd = _mm256_set1_epi16(int16_t(0xff00));
+    const __m256i lo  = _mm256_mullo_epi16(b, p);
+    const __m256i hi  = _mm256_mullo_epi16(_mm256_srli_epi16(b, 8), _mm256_and_si256(p, odd));
+    return _mm256_blendv_epi8(lo, hi, odd);
+}
+
+// TQ1_0's base-3 digits: digit n of byte x is (uint8(x * 3^n) * 3) >> 8
+// (ternary_digit, quants.h), which is 1 from 86 and 2 from 171; the values
+// are the digits less 1. p holds each byte's 3^n.
+inline __m256i ternary_values(__m256i x, __m256i p) {
+    const __m256i f   = mul_bytes(x, p);
+    const __m256i ge1 = _mm256_cmpeq_epi8(_mm256_max_epu8(f, _mm256_set1_epi8(86)), f);
+    const __m256i ge2 = _mm256_cmpeq_epi8(_mm256_max_epu8(f, _mm256_set1_epi8(int8_t(171))), f);
+    return _mm256_sub_epi8(_mm256_sub_epi8(_mm256_set1_epi8(-1), ge1), ge2);  // the masks are -1 where set
+}
+
+// Element order (decode_run, quants.h): 32n + m digit n of qs[m] (n < 5),
+// 160 + 16n + m digit n of qs[32 + m], 240 + 4n + j digit n of qh[j].
+template <class Sink>
+void decode_grid(const BlockTQ1_0 & b, Sink & sink) {
+    sink.block(half(b.d));
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs));
+    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs + 32));
+    uint32_t h;
+    std::memcpy(&h, b.qh, 4);
+    const __m256i x[8] = {q0, q0, q0, q0, q0, _mm256_setr_m128i(q1, q1), _mm256_setr_m128i(q1, q1),
+                          _mm256_setr_m128i(q1, _mm_set1_epi32(int32_t(h)))};
+    const __m256i p[8] = {_mm256_set1_epi8(1), _mm256_set1_epi8(3), _mm256_set1_epi8(9), _mm256_set1_epi8(27),
+                          _mm256_set1_epi8(81), _mm256_setr_m128i(_mm_set1_epi8(1), _mm_set1_epi8(3)),
+                          _mm256_setr_m128i(_mm_set1_epi8(9), _mm_set1_epi8(27)),
+                          _mm256_setr_m128i(_mm_set1_epi8(81), _mm_setr_epi32(0x01010101, 0x03030303, 0x09090909, 0x1b1b1b1b))};
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m256i v = ternary_values(x[ib], p[ib]);
+        sink.values(ib, _mm256_abs_epi8(v), v);
+        sink.runs(ib, 1, 1);
+    }
+}
+
+// TQ2_0: the 32 elements 32j.. are 2-bit field j % 4 of the 32 bytes qs[32 * (j / 4)..], less 1.
+template <class Sink>
+void decode_grid(const BlockTQ2_0 & b, Sink & sink) {
+    sink.block(half(b.d));
+    for (int j = 0; j < 8; ++j) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (j / 4)));
+        const __m256i v = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(w, 2 * (j % 4)), _mm256_set1_epi8(3)),
+                                          _mm256_set1_epi8(1));
+        sink.values(j, _mm256_abs_epi8(v), v);
+        sink.runs(j, 1, 1);
     }
 }
 

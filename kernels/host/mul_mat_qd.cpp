@@ -1,18 +1,21 @@
-// MUL_MAT tile kernel for the weight types in integer form (Note [integer
+// MUL_MAT tile kernels for the weight types in integer form (Note [integer
 // form], quants.h: Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, NVFP4, Q1_0, Q2_0,
-// TQ1_0, TQ2_0 and the grid i-quants of quants_iq.h)
-// against int8 activations (Note [activation blocks], vec_dot.h).
+// TQ1_0, TQ2_0 and the grid i-quants of quants_iq.h) against int8
+// activations (Note [activation blocks], vec_dot.h), where their weights
+// are not packed (packed.h).
 //
-// Each weight row of a tile is decoded once into int8 values and per-16
-// scales (and mins), then serves every activation column of the tile: per 32
-// elements one maddubs/madd integer dot product (signed weights through the
-// abs/sign identity x*y = |x| * (y * sign x)) leaves the sums of the two
-// 16-element runs in lanes 0..3 and 4..7, which are scaled by the runs' scales
-// in f32 and, per activation group, by the group's scale. The minimum of Q2_K
-// is one more product of the mins with the activation's 16-element sums.
-// The grid i-quants, whose run scales are a block factor times small odd
-// integers, keep those integers instead and sum a super-block exactly before
-// one float step (tile_grid).
+// tile_int: each weight row of a tile is decoded once into int8 values and
+// per-16 scales (and mins), then serves every activation column of the tile:
+// per 32 elements one maddubs/madd integer dot product (signed weights
+// through the abs/sign identity x*y = |x| * (y * sign x)) leaves the sums of
+// the two 16-element runs in lanes 0..3 and 4..7, which are scaled by the
+// runs' scales in f32 and, per activation group, by the group's scale. The
+// minimum of Q2_K is one more product of the mins with the activation's
+// 16-element sums.
+// tile_grid: the grid i-quants and the ternary types (grid_decode.h), whose
+// run scales are a super-block factor times small integers, keep those
+// integers and sum a super-block exactly before one float step; one column
+// here, several in mul_mat_x8_grid.h.
 // The integer sums are those of ggml-cpu's vec_dot for these types, so results
 // differ from it only by the order of float additions.
 //
@@ -138,14 +141,6 @@ void decode_block(const BlockQ2_K & b, int8_t * q, float * sv, float * mn) {
         put_lanes(sv + 8 * j, d * float(b.scales[2 * j] & 15), d * float(b.scales[2 * j + 1] & 15));
     }
     for (int r = 0; r < 16; ++r) mn[r] = dmin * float(b.scales[r] >> 4);
-}
-
-void decode_block(const BlockTQ2_0 & b, int8_t * q, float * sv, float *) {
-    const float d = half(b.d);
-    for (int j = 0; j < 8; ++j) {
-        store32(q + 32 * j, _mm256_sub_epi8(k_field2(b.qs, j), _mm256_set1_epi8(1)));
-        put_lanes(sv + 8 * j, d, d);
-    }
 }
 
 void decode_block(const BlockQ3_K & b, int8_t * q, float * sv, float *) {

@@ -463,7 +463,7 @@ TEST(QuantMatMul, IntFormMatVecMatchesCpuBackend) {
     dlclose(lib);
 }
 
-// The grid i-quants' products at several columns decode a tile's rows into
+// The grid i-quants' and the ternary types' products at several columns decode a tile's rows into
 // groups of 8 and take the activations in the level's form (mul_mat_x8_grid.h),
 // one column decodes each row into its product (mul_mat_qd.cpp): the same
 // integers and float steps, so the same bits at every column count and
@@ -475,7 +475,7 @@ TEST(QuantMatMul, GridTypesSameBitsAtEveryColumnCountAndLevel) {
     namespace isa = kernels::host::isa;
     const isa::Level best = isa::choose(isa::detect());
     for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
-                        GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M}) {
+                        GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
         std::vector<float> alone;
         matmul_nmse(MatMulCase{t, 3 * 256, 21, 1}, 70, &alone);
         for (int64_t N : {2, 9, 130}) {
