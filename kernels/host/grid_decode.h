@@ -241,47 +241,50 @@ inline __m256i mul_bytes(__m256i b, __m256i p) {
 }
 
 // TQ1_0's base-3 digits: digit n of byte x is (uint8(x * 3^n) * 3) >> 8
-// (ternary_digit, quants.h), which is 1 from 86 and 2 from 171; the values
-// are the digits less 1. p holds each byte's 3^n.
-inline __m256i ternary_values(__m256i x, __m256i p) {
+// (ternary_digit, quants.h), which is 1 from 86 and 2 from 171. p holds
+// each byte's 3^n.
+inline __m256i ternary_digits(__m256i x, __m256i p) {
     const __m256i f   = mul_bytes(x, p);
     const __m256i ge1 = _mm256_cmpeq_epi8(_mm256_max_epu8(f, _mm256_set1_epi8(86)), f);
     const __m256i ge2 = _mm256_cmpeq_epi8(_mm256_max_epu8(f, _mm256_set1_epi8(int8_t(171))), f);
-    return _mm256_sub_epi8(_mm256_sub_epi8(_mm256_set1_epi8(-1), ge1), ge2);  // the masks are -1 where set
+    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge1, ge2));  // the masks are -1 where set
 }
 
-// Element order (decode_run, quants.h): 32n + m digit n of qs[m] (n < 5),
-// 160 + 16n + m digit n of qs[32 + m], 240 + 4n + j digit n of qh[j].
-template <class Sink>
-void decode_grid(const BlockTQ1_0 & b, Sink & sink) {
-    sink.block(half(b.d));
-    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs));
+template <class B>
+constexpr bool kTernary = std::is_same_v<B, BlockTQ1_0> || std::is_same_v<B, BlockTQ2_0>;
+
+// The codes (value + 1: 0, 1, 2) of elements 32 ib.. of a ternary block.
+// TQ1_0's element order (decode_run, quants.h): 32n + m digit n of qs[m]
+// (n < 5), 160 + 16n + m digit n of qs[32 + m], 240 + 4n + j digit n of qh[j].
+inline __m256i ternary_codes(const BlockTQ1_0 & b, int ib) {
+    if (ib < 5) {
+        static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+        return ternary_digits(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs)), _mm256_set1_epi8(int8_t(kPow3[ib])));
+    }
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs + 32));
+    if (ib < 7) {
+        // Digits 0 and 1 (ib 5) or 2 and 3 (ib 6) of qs[32..47].
+        return ternary_digits(_mm256_setr_m128i(q1, q1), _mm256_setr_m128i(_mm_set1_epi8(ib == 5 ? 1 : 9), _mm_set1_epi8(ib == 5 ? 3 : 27)));
+    }
     uint32_t h;
     std::memcpy(&h, b.qh, 4);
-    const __m256i x[8] = {q0, q0, q0, q0, q0, _mm256_setr_m128i(q1, q1), _mm256_setr_m128i(q1, q1),
-                          _mm256_setr_m128i(q1, _mm_set1_epi32(int32_t(h)))};
-    const __m256i p[8] = {_mm256_set1_epi8(1), _mm256_set1_epi8(3), _mm256_set1_epi8(9), _mm256_set1_epi8(27),
-                          _mm256_set1_epi8(81), _mm256_setr_m128i(_mm_set1_epi8(1), _mm_set1_epi8(3)),
-                          _mm256_setr_m128i(_mm_set1_epi8(9), _mm_set1_epi8(27)),
-                          _mm256_setr_m128i(_mm_set1_epi8(81), _mm_setr_epi32(0x01010101, 0x03030303, 0x09090909, 0x1b1b1b1b))};
-    for (int ib = 0; ib < 8; ++ib) {
-        const __m256i v = ternary_values(x[ib], p[ib]);
-        sink.values(ib, _mm256_abs_epi8(v), v);
-        sink.runs(ib, 1, 1);
-    }
+    return ternary_digits(_mm256_setr_m128i(q1, _mm_set1_epi32(int32_t(h))),
+                          _mm256_setr_m128i(_mm_set1_epi8(81), _mm_setr_epi32(0x01010101, 0x03030303, 0x09090909, 0x1b1b1b1b)));
 }
 
-// TQ2_0: the 32 elements 32j.. are 2-bit field j % 4 of the 32 bytes qs[32 * (j / 4)..], less 1.
-template <class Sink>
-void decode_grid(const BlockTQ2_0 & b, Sink & sink) {
+// TQ2_0: the 32 elements 32 ib.. are 2-bit field ib % 4 of the 32 bytes qs[32 * (ib / 4)..].
+inline __m256i ternary_codes(const BlockTQ2_0 & b, int ib) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (ib / 4)));
+    return _mm256_and_si256(_mm256_srli_epi16(w, 2 * (ib % 4)), _mm256_set1_epi8(3));
+}
+
+template <class Sink, class B, std::enable_if_t<kTernary<B>, int> = 0>
+void decode_grid(const B & b, Sink & sink) {
     sink.block(half(b.d));
-    for (int j = 0; j < 8; ++j) {
-        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (j / 4)));
-        const __m256i v = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(w, 2 * (j % 4)), _mm256_set1_epi8(3)),
-                                          _mm256_set1_epi8(1));
-        sink.values(j, _mm256_abs_epi8(v), v);
-        sink.runs(j, 1, 1);
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m256i v = _mm256_sub_epi8(ternary_codes(b, ib), _mm256_set1_epi8(1));
+        sink.values(ib, _mm256_abs_epi8(v), v);
+        sink.runs(ib, 1, 1);
     }
 }
 

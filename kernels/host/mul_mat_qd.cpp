@@ -330,6 +330,40 @@ float dot_row_grid(const B * x, const int8_t * y, const float * dy, int64_t K) {
     return acc;
 }
 
+// A ternary row times one column: the codes (value + 1) multiplied as
+// unsigned bytes, no sign instruction, and the column's sum over the
+// super-block taken off (the activation's 16-element sums): the integers of
+// DotSink's form, so the same bits, as dot_row_grid's float steps are.
+// 2048 x 8192 on a Zen 4 (2 threads), one column: TQ1_0 0.47-0.59 ms, TQ2_0 170-195 us
+// against 0.56 ms and 312 us through DotSink.
+template <class B>
+float dot_row_ternary(const B * x, const int8_t * y, const int16_t * ys, const float * dy, int64_t K) {
+    const int64_t nsb  = K / kQK_K;
+    const __m256i ones = _mm256_set1_epi16(1);
+    float acc = 0.0f;
+    for (int64_t g0 = 0; g0 < nsb; g0 += 8) {
+        const int n = int(std::min<int64_t>(8, nsb - g0));
+        __m256i isum[8];
+        alignas(32) float step[8], sum[8];
+        for (int i = 0; i < 8; ++i) {
+            isum[i] = _mm256_setzero_si256();
+            if (i < n) {
+                const int64_t g = g0 + i;
+                // int16 pair sums: 8 words of 2 * 2 * 127 at most.
+                __m256i p = _mm256_setzero_si256();
+                for (int ib = 0; ib < 8; ++ib) {
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(ternary_codes(x[g], ib), load32(y + g * kQK_K + 32 * ib)));
+                }
+                isum[i] = _mm256_sub_epi32(_mm256_madd_epi16(p, ones), _mm256_madd_epi16(load32(ys + 16 * g), ones));
+                step[i] = half(x[g].d) * dy[g];
+            }
+        }
+        _mm256_store_ps(sum, _mm256_cvtepi32_ps(hsum8_i32(isum)));
+        for (int i = 0; i < n; ++i) acc = std::fma(sum[i], step[i], acc);
+    }
+    return acc;
+}
+
 template <class B>
 void tile_grid(const QTile & t) {
     if (t.ncols > 1) {
@@ -338,8 +372,12 @@ void tile_grid(const QTile & t) {
     }
     const int64_t K = t.act.K;
     for (int64_t r = 0; r < t.nrows; ++r) {
-        t.out[r] = dot_row_grid(reinterpret_cast<const B *>(t.x + r * t.x_stride), t.act.q + t.c0 * K,
-                                t.act.d + t.c0 * (K / kQK_K), K);
+        const B * x = reinterpret_cast<const B *>(t.x + r * t.x_stride);
+        if constexpr (kTernary<B>) {
+            t.out[r] = dot_row_ternary(x, t.act.q + t.c0 * K, t.act.sums + t.c0 * (K / 2), t.act.d + t.c0 * (K / kQK_K), K);
+        } else {
+            t.out[r] = dot_row_grid(x, t.act.q + t.c0 * K, t.act.d + t.c0 * (K / kQK_K), K);
+        }
     }
 }
 
