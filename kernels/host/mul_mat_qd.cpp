@@ -300,29 +300,23 @@ inline __m256i hsum8_i32(const __m256i v[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-// A grid row times one activation column (codes y, scales dy). The lanes of
-// 8 super-blocks' sums are added together at once, then their float steps
-// run in order: with one horizontal sum and a scalar convert per
-// super-block the product ran 8-15% slower (IQ3_S 2048 x 8192 on a Zen 4:
-// 1.12-1.44 ms against 1.03-1.05), presumably as the longer tail of each
-// super-block held back the decoding of the next.
-template <class B>
-float dot_row_grid(const B * x, const int8_t * y, const float * dy, int64_t K) {
-    const int64_t nsb = K / kQK_K;
+// The float steps of one row and column over nsb super-blocks:
+// sb(g, isum, step) gives super-block g's integer lanes and its f * dy. The
+// lanes of 8 super-blocks are added together at once, then their steps run
+// in order, acc = fma(sum, step, acc). With one horizontal sum and a scalar
+// convert per super-block the grid product ran 8-15% slower (IQ3_S 2048 x
+// 8192 on a Zen 4: 1.12-1.44 ms against 1.03-1.05), presumably as the longer
+// tail of each super-block held back the decoding of the next.
+template <class SuperBlock>
+float row_steps(int64_t nsb, SuperBlock sb) {
     float acc = 0.0f;
-    DotSink sink;
     for (int64_t g0 = 0; g0 < nsb; g0 += 8) {
         const int n = int(std::min<int64_t>(8, nsb - g0));
         __m256i isum[8];
         alignas(32) float step[8], sum[8];
         for (int i = 0; i < 8; ++i) {
             isum[i] = _mm256_setzero_si256();
-            if (i < n) {
-                sink.y = y + (g0 + i) * kQK_K;
-                decode_grid(x[g0 + i], sink);
-                isum[i] = sink.isum;
-                step[i] = sink.f * dy[g0 + i];
-            }
+            if (i < n) sb(g0 + i, isum[i], step[i]);
         }
         _mm256_store_ps(sum, _mm256_cvtepi32_ps(hsum8_i32(isum)));
         for (int i = 0; i < n; ++i) acc = std::fma(sum[i], step[i], acc);
@@ -330,38 +324,36 @@ float dot_row_grid(const B * x, const int8_t * y, const float * dy, int64_t K) {
     return acc;
 }
 
+// A grid row times one activation column (codes y, scales dy).
+template <class B>
+float dot_row_grid(const B * x, const int8_t * y, const float * dy, int64_t K) {
+    DotSink sink;
+    return row_steps(K / kQK_K, [&](int64_t g, __m256i & isum, float & step) {
+        sink.y = y + g * kQK_K;
+        decode_grid(x[g], sink);
+        isum = sink.isum;
+        step = sink.f * dy[g];
+    });
+}
+
 // A ternary row times one column: the codes (value + 1) multiplied as
 // unsigned bytes, no sign instruction, and the column's sum over the
 // super-block taken off (the activation's 16-element sums): the integers of
-// DotSink's form, so the same bits, as dot_row_grid's float steps are.
+// DotSink's form, so the same bits, as the float steps are.
 // 2048 x 8192 on a Zen 4 (2 threads), one column: TQ1_0 0.47-0.59 ms, TQ2_0 170-195 us
 // against 0.56 ms and 312 us through DotSink.
 template <class B>
 float dot_row_ternary(const B * x, const int8_t * y, const int16_t * ys, const float * dy, int64_t K) {
-    const int64_t nsb  = K / kQK_K;
     const __m256i ones = _mm256_set1_epi16(1);
-    float acc = 0.0f;
-    for (int64_t g0 = 0; g0 < nsb; g0 += 8) {
-        const int n = int(std::min<int64_t>(8, nsb - g0));
-        __m256i isum[8];
-        alignas(32) float step[8], sum[8];
-        for (int i = 0; i < 8; ++i) {
-            isum[i] = _mm256_setzero_si256();
-            if (i < n) {
-                const int64_t g = g0 + i;
-                // int16 pair sums: 8 words of 2 * 2 * 127 at most.
-                __m256i p = _mm256_setzero_si256();
-                for (int ib = 0; ib < 8; ++ib) {
-                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(ternary_codes(x[g], ib), load32(y + g * kQK_K + 32 * ib)));
-                }
-                isum[i] = _mm256_sub_epi32(_mm256_madd_epi16(p, ones), _mm256_madd_epi16(load32(ys + 16 * g), ones));
-                step[i] = half(x[g].d) * dy[g];
-            }
+    return row_steps(K / kQK_K, [&](int64_t g, __m256i & isum, float & step) {
+        // int16 pair sums: 8 words of 2 * 2 * 127 at most.
+        __m256i p = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ++ib) {
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(ternary_codes(x[g], ib), load32(y + g * kQK_K + 32 * ib)));
         }
-        _mm256_store_ps(sum, _mm256_cvtepi32_ps(hsum8_i32(isum)));
-        for (int i = 0; i < n; ++i) acc = std::fma(sum[i], step[i], acc);
-    }
-    return acc;
+        isum = _mm256_sub_epi32(_mm256_madd_epi16(p, ones), _mm256_madd_epi16(load32(ys + 16 * g), ones));
+        step = half(x[g].d) * dy[g];
+    });
 }
 
 template <class B>
