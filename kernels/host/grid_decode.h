@@ -243,12 +243,14 @@ inline __m256i mul_bytes(__m256i b, __m256i p) {
 // TQ1_0's base-3 digits: digit n of byte x is (uint8(x * 3^n) * 3) >> 8
 // (ternary_digit, quants.h), which is 1 from 86 and 2 from 171. p holds
 // each byte's 3^n.
-inline __m256i ternary_digits(__m256i x, __m256i p) {
-    const __m256i f   = mul_bytes(x, p);
+// The digit of each byte f = x * 3^n (mod 256).
+inline __m256i ternary_digit_of(__m256i f) {
     const __m256i ge1 = _mm256_cmpeq_epi8(_mm256_max_epu8(f, _mm256_set1_epi8(86)), f);
     const __m256i ge2 = _mm256_cmpeq_epi8(_mm256_max_epu8(f, _mm256_set1_epi8(int8_t(171))), f);
     return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge1, ge2));  // the masks are -1 where set
 }
+
+inline __m256i ternary_digits(__m256i x, __m256i p) { return ternary_digit_of(mul_bytes(x, p)); }
 
 template <class B>
 constexpr bool kTernary = std::is_same_v<B, BlockTQ1_0> || std::is_same_v<B, BlockTQ2_0>;
@@ -258,8 +260,12 @@ constexpr bool kTernary = std::is_same_v<B, BlockTQ1_0> || std::is_same_v<B, Blo
 // (n < 5), 160 + 16n + m digit n of qs[32 + m], 240 + 4n + j digit n of qh[j].
 inline __m256i ternary_codes(const BlockTQ1_0 & b, int ib) {
     if (ib < 5) {
-        static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-        return ternary_digits(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs)), _mm256_set1_epi8(int8_t(kPow3[ib])));
+        // x * 3^ib (mod 256) by tripling ib times, two byte adds each, which
+        // the unrolled chunks share: TQ1_0 2048 x 8192, one column on a Zen 4,
+        // 478-499 us against 494-767 with a byte multiply per chunk.
+        __m256i f = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs));
+        for (int k = 0; k < ib; ++k) f = _mm256_add_epi8(f, _mm256_add_epi8(f, f));
+        return ternary_digit_of(f);
     }
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs + 32));
     if (ib < 7) {
