@@ -142,9 +142,15 @@ void decode_grid(const BlockIQ2_XS & b, Sink & sink) {
     }
 }
 
+// Unrolled where it measured faster (IQ2_S, IQ1_S, IQ1_M: their per-run
+// scale shifts and high-bit fields become constants): one column of 2048 x
+// 8192 on a Zen 4, IQ2_S 0.78-0.79 ms against 0.98-1.02, IQ1_M 0.87 against
+// 1.13; IQ2_XS ran 0.98 against 0.76 unrolled, IQ2_XXS, IQ3_* and the
+// ternary types the same either way.
 template <class Sink>
 void decode_grid(const BlockIQ2_S & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
+#pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
         const uint8_t * g = b.qs + 4 * ib;
         const int       h = b.qh[ib];
@@ -194,6 +200,7 @@ inline __m256i iq1_values(__m256i w, __m256i delta) {
 template <class Sink>
 void decode_grid(const BlockIQ1_S & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
+#pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
         const uint32_t  hb = b.qh[ib];
         const uint8_t * g  = b.qs + 4 * ib;
@@ -211,6 +218,7 @@ void decode_grid(const BlockIQ1_M & b, Sink & sink) {
     uint16_t sw[4];
     for (int i = 0; i < 4; ++i) sw[i] = uint16_t(b.scales[2 * i] | (b.scales[2 * i + 1] << 8));
     sink.block(half(uint16_t((sw[0] >> 12) | ((sw[1] >> 8) & 0x00f0) | ((sw[2] >> 4) & 0x0f00) | (sw[3] & 0xf000))) * 0.125f);
+#pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
         const uint8_t * g = b.qs + 4 * ib;
         const int h0 = b.qh[2 * ib], h1 = b.qh[2 * ib + 1];
