@@ -279,6 +279,7 @@ inline __m256i run_multipliers(int m0, int m1) {
 }
 
 struct DotSink {
+    static constexpr bool kGather = false;  // grid words one by one (decode_grid of IQ3_XXS)
     const int8_t * y;  // the column's 256 codes of this super-block
     __m256i        mag = _mm256_setzero_si256(), sgn = _mm256_setzero_si256(), isum = _mm256_setzero_si256();
     float          f = 0.0f;

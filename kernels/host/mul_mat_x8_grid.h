@@ -51,6 +51,7 @@ static_assert(X8Grid::kBlock8 % packed::kRows == 0, "a block8 is 8 rows' worth o
 // (transposed into the block8 afterwards), its run multipliers and factor
 // into the block8 directly.
 struct X8GridSink {
+    static constexpr bool kGather = true;  // grid words gathered (decode_grid of IQ3_XXS)
     int8_t *  vals;
     uint8_t * blk;
     int       r;
