@@ -262,13 +262,14 @@ void tile_int(const QTile & t) {
     }
 }
 
-// --- the grid i-quants ---------------------------------------------------------------
+// --- the grid i-quants and the ternary types (grid_decode.h) --------------------------
 // One column: a row is decoded straight into its product with the column
-// (DotSink): nothing is stored and read back. Per 32 elements maddubs of the magnitudes
-// and y * sign q, madd with the run multipliers; per super-block the integer
-// lanes summed and one float step, acc = fma(float(isum), f * dy, acc), which
-// is the step of the several-column kernels (mul_mat_x8_grid.h) for each row,
-// so a column's results are the same bits either way.
+// (DotSink): nothing is stored and read back. Per 32 elements maddubs of the
+// magnitudes and y with the values' signs, madd with the run multipliers;
+// per super-block the integer lanes summed and one float step,
+// acc = fma(float(isum), f * dy, acc), which is the step of the
+// several-column kernels (mul_mat_x8_grid.h) for each row, so a column's
+// results are the same bits either way.
 // Measured on an AMD EPYC (Zen 4), 2 threads, `standin matmul --type iq3_s
 // --m 2048 --k 8192 --n 1`: 1.07-1.11 ms, against 1.27-1.36 with the row
 // decoded into a buffer first (ggml-cpu built here: 1.06).

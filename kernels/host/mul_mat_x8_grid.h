@@ -1,18 +1,19 @@
-// The several-column MUL_MAT tile kernel of the grid i-quants (grid_decode.h),
-// on the widths and "Ops" of the packed kernels (mul_mat_x8_k.h, which this
-// includes; SI_X8_TARGET as there).
+// The several-column MUL_MAT tile kernel of the grid i-quants and the
+// ternary types (grid_decode.h), on the widths and "Ops" of the packed
+// kernels (mul_mat_x8_k.h, which this includes; SI_X8_TARGET as there).
 //
-// A grid row of one super-block is
+// A row of one super-block is
 //     f * sum_k m_k * dot(v_k, y_k)
-// over its 16 runs k of 16 elements, v the signed grid values (|v| <= 62),
-// m_k small odd integers and f a float factor (decode_grid). The weights are
-// not packed at upload (the file's bytes are 1.5 to 3.4 bits a value, and
-// their grids are looked up by index): instead a tile decodes its rows once
-// into groups of 8 in the layout of the packed kernels, X8Grid, and every
-// activation column of the tile then runs the packed kernels' frame over
-// them, one vpdpbusd (or maddubs) per 4 values of 8 rows. Where the decoded
-// rows served a column at a time, each product cost a maddubs, a madd and an
-// add per 32 values of one row.
+// over its 16 runs k of 16 elements, v the signed values (|v| <= 62), m_k
+// small integers (odd, or 1 for the ternary types) and f a float factor
+// (decode_grid). The weights are not packed at upload (the file's bytes are
+// 1.5 to 3.4 bits a value, the grids looked up by index): instead a tile
+// decodes its rows once into groups of 8 in the layout of the packed
+// kernels, X8Grid, and every activation column of the tile then runs the
+// packed kernels' frame over them, one vpdpbusd (or maddubs) per 4 values of
+// 8 rows. Where decoded rows served a column at a time, each product cost a
+// maddubs, a madd and an add per 32 values of one row: IQ3_S 2048 x 8192 at
+// 64 columns on a Zen 4 (2 threads) 5.1-5.5 ms against 11.6.
 //
 // Two forms of the same integers, as IQ4_XS's (mul_mat_x8_lowbit.h): where a
 // lane sums unsigned bytes up to 255 exactly (VNNI), the values are stored
