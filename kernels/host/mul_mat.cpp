@@ -45,11 +45,22 @@ namespace {
 
 constexpr int64_t kTileRows = 16;
 constexpr int64_t kTileCols = 32;
-// Tiles of weights that a tile decodes before use (the grid i-quants,
-// mul_mat_x8_grid.h) take more columns, so that a row is decoded once for
-// up to this many: IQ3_S 2048 x 8192 at 64 columns on a Zen 4 (2 threads)
-// took 6.6 ms in tiles of 32 columns.
+// Tiles of weights that a tile decodes before use (the grid i-quants and
+// the ternary types, mul_mat_x8_grid.h) take up to this many columns, so
+// that a row is decoded once for all of them: IQ3_S 2048 x 8192 at 64
+// columns on a Zen 4 (2 threads) took 5.2-5.5 ms in tiles of 128, 6.6 in
+// tiles of 32. Fewer where the wider tiles would leave threads without
+// work (decoded_tile_cols).
 constexpr int64_t kDecodedTileCols = 128;
+
+// The column count of a tile of decoded weights: kDecodedTileCols, halved
+// (down to kTileCols) while the product would have fewer than 4 tiles a
+// thread.
+int64_t decoded_tile_cols(int64_t row_tiles, int64_t N, int64_t matrices, int threads) {
+    int64_t cols = kDecodedTileCols;
+    while (cols > kTileCols && row_tiles * matrices * ((N + cols - 1) / cols) < 4 * int64_t(threads)) cols /= 2;
+    return cols;
+}
 
 // Scratch for converted or quantized src1, reused across calls on this thread
 // (a stream runs one kernel at a time on its calling thread). nullptr when it
@@ -341,7 +352,8 @@ Status mul_mat_quant(rt::host::ThreadPool & pool, ggml_tensor * node, const Shap
     const size_t  f_bytes = (size_t(ncols * (s.K / 32)) * sizeof(float) + 63) & ~size_t(63);
     // The 512-bit packed and grid kernels read column pairs interleaved (Note
     // [column pairs], mul_mat_x8_pairs.h): as many bytes again as the codes.
-    const bool pairs = ncols >= 2 && (packed::is_native(a) ? mm::x8_wants_pairs(a->type) : mm::x8_grid_wants_pairs(a->type));
+    const bool pairs =
+        ncols >= 2 && (packed::is_native(a) ? mm::x8_wants_pairs(a->type) : mm::x8_grid_wants_pairs(a->type));
     const size_t p_bytes = pairs ? q_bytes : 0;
     char * buf = scratch(q_bytes + 3 * f_bytes + size_t(ncols * (s.K / 2)) * sizeof(int16_t) + p_bytes);
     if (buf == nullptr) {
@@ -513,7 +525,9 @@ Status mul_mat(rt::host::HostStream & stream, ggml_tensor * node) {
     s.r2 = s.ne12 / a->ne[2];
     s.r3 = s.ne13 / a->ne[3];
     s.row_tiles = (s.M + kTileRows - 1) / kTileRows;
-    s.tile_cols = !packed::is_native(a) && mm::x8_grid_tile_for(a->type) != nullptr ? kDecodedTileCols : kTileCols;
+    s.tile_cols = !packed::is_native(a) && mm::x8_grid_tile_for(a->type) != nullptr
+                      ? decoded_tile_cols(s.row_tiles, s.N, s.ne12 * s.ne13, pool.size())
+                      : kTileCols;
     s.col_tiles = (s.N + s.tile_cols - 1) / s.tile_cols;
     if (s.tiles() == 0) {
         return true;

@@ -97,9 +97,10 @@ QTileFn qtile_int_form_for(ggml_type type);
 // tiles start on a group and nrows is a multiple of 8.
 QTileFn x8_tile_for(ggml_type type);
 
-// The several-column tile kernel of a grid i-quant (grid_decode.h) at the
-// process's level, which decodes the tile's rows into groups of 8 first
-// (mul_mat_x8_grid.h); nullptr for any other type. Any tile shape.
+// The several-column tile kernel of a grid i-quant or ternary type
+// (grid_decode.h) at the process's level, which decodes the tile's rows into
+// groups of 8 first (mul_mat_x8_grid.h); nullptr for any other type. Any
+// tile shape.
 QTileFn x8_grid_tile_for(ggml_type type);
 
 // Whether x8_grid_tile_for(type) reads Act::qpair at the process's level.
