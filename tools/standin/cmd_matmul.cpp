@@ -42,20 +42,27 @@ Run run_on(ggml_backend_dev_t dev, const MatmulOptions & o, ggml_type type, int6
         return r;
     }
     const int rot = int(weights.size());
-    ggml_init_params ip = {ggml_tensor_overhead() * size_t(3 * rot + 4) + ggml_graph_overhead(), nullptr, true};
-    ggml_context * ctx = ggml_init(ip);
+    // The weights in a buffer of their own marked as weights, as a model
+    // loader does: a device that keeps weights in a layout of its own (the
+    // host device's packed types) then computes on that layout, as in a model.
+    ggml_init_params ipw = {ggml_tensor_overhead() * size_t(rot + 1), nullptr, true};
+    ggml_init_params ip  = {ggml_tensor_overhead() * size_t(2 * rot + 4) + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx_w = ggml_init(ipw);
+    ggml_context * ctx   = ggml_init(ip);
     ggml_cgraph * g = ggml_new_graph(ctx);
     std::vector<ggml_tensor *> a(rot), b(rot), c(rot);
     for (int i = 0; i < rot; ++i) {
-        a[i] = ggml_new_tensor_2d(ctx, type, o.k, o.m);
+        a[i] = ggml_new_tensor_2d(ctx_w, type, o.k, o.m);
         b[i] = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, o.k, n);
         c[i] = ggml_mul_mat(ctx, a[i], b[i]);
         ggml_build_forward_expand(g, c[i]);
     }
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, be);
+    ggml_backend_buffer_t buf_w = ggml_backend_alloc_ctx_tensors(ctx_w, be);
+    ggml_backend_buffer_t buf   = buf_w != nullptr ? ggml_backend_alloc_ctx_tensors(ctx, be) : nullptr;
     if (buf == nullptr) {
         r.error = "out of memory";
     } else {
+        ggml_backend_buffer_set_usage(buf_w, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         for (int i = 0; i < rot; ++i) {
             ggml_backend_tensor_set(a[i], weights[i].data(), 0, ggml_nbytes(a[i]));
             ggml_backend_tensor_set(b[i], src1[i].data(), 0, size_t(o.k * n) * sizeof(float));
@@ -80,7 +87,9 @@ Run run_on(ggml_backend_dev_t dev, const MatmulOptions & o, ggml_type type, int6
         }
         ggml_backend_buffer_free(buf);
     }
+    if (buf_w != nullptr) ggml_backend_buffer_free(buf_w);
     ggml_free(ctx);
+    ggml_free(ctx_w);
     ggml_backend_free(be);
     return r;
 }
