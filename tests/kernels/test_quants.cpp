@@ -463,6 +463,24 @@ TEST(QuantMatMul, IntFormMatVecMatchesCpuBackend) {
     dlclose(lib);
 }
 
+// The other types in integer form decode a row into its product block by
+// block at one column and a row for all columns at several (mul_mat_qd.cpp's
+// tile_int), with the same operations per column: column 0 of 5 against
+// that column alone, bit for bit.
+TEST(QuantMatMul, IntFormTypesSameBitsAloneAndAmongColumns) {
+    for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4, GGML_TYPE_NVFP4,
+                        GGML_TYPE_Q1_0, GGML_TYPE_Q2_0}) {
+        const int64_t K = ggml_blck_size(t) == 256 ? 3 * 256 : 6 * 128;
+        std::vector<float> alone, among;
+        matmul_nmse(MatMulCase{t, K, 13, 1}, 80, &alone);
+        matmul_nmse(MatMulCase{t, K, 13, 5}, 80, &among);
+        ASSERT_EQ(among.size(), 5 * alone.size());
+        for (size_t m = 0; m < alone.size(); ++m) {
+            EXPECT_EQ(bits(among[m]), bits(alone[m])) << ggml_type_name(t) << " row " << m;
+        }
+    }
+}
+
 // The grid i-quants' and the ternary types' products at several columns
 // decode a tile's rows into groups of 8 and take the activations in the
 // level's form (mul_mat_x8_grid.h), one column decodes each row into its
