@@ -274,40 +274,44 @@ inline __m256i ternary_digits(__m256i x, __m256i p) { return ternary_digit_of(mu
 template <class B>
 constexpr bool kTernary = std::is_same_v<B, BlockTQ1_0> || std::is_same_v<B, BlockTQ2_0>;
 
-// The codes (value + 1: 0, 1, 2) of elements 32 ib.. of a ternary block.
-// TQ1_0's element order (decode_run, quants.h): 32n + m digit n of qs[m]
-// (n < 5), 160 + 16n + m digit n of qs[32 + m], 240 + 4n + j digit n of qh[j].
-inline __m256i ternary_codes(const BlockTQ1_0 & b, int ib) {
-    if (ib < 5) {
-        // x * 3^ib (mod 256) by tripling ib times, two byte adds each, which
-        // the unrolled chunks share: TQ1_0 2048 x 8192, one column on a Zen 4,
-        // 478-499 us against 494-767 with a byte multiply per chunk.
-        __m256i f = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs));
-        for (int k = 0; k < ib; ++k) f = _mm256_add_epi8(f, _mm256_add_epi8(f, f));
-        return ternary_digit_of(f);
+// The codes (value + 1: 0, 1, 2) of a ternary block, c[ib] those of
+// elements 32 ib... TQ1_0's element order (decode_run, quants.h): 32n + m
+// digit n of qs[m] (n < 5), 160 + 16n + m digit n of qs[32 + m], 240 + 4n + j
+// digit n of qh[j].
+inline void ternary_codes(const BlockTQ1_0 & b, __m256i c[8]) {
+    // qs[0..31] times 3^n (mod 256) by tripling, two byte adds a digit:
+    // TQ1_0 2048 x 8192, one column on a Zen 4, 478-499 us against 494-767
+    // with a byte multiply per digit.
+    __m256i f = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs));
+    for (int n = 0; n < 5; ++n) {
+        c[n] = ternary_digit_of(f);
+        f = _mm256_add_epi8(f, _mm256_add_epi8(f, f));
     }
+    // Digits 0 and 1, 2 and 3 of qs[32..47]; digit 4 of them and the 4 digits of qh.
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs + 32));
-    if (ib < 7) {
-        // Digits 0 and 1 (ib 5) or 2 and 3 (ib 6) of qs[32..47].
-        return ternary_digits(_mm256_setr_m128i(q1, q1), _mm256_setr_m128i(_mm_set1_epi8(ib == 5 ? 1 : 9), _mm_set1_epi8(ib == 5 ? 3 : 27)));
-    }
     uint32_t h;
     std::memcpy(&h, b.qh, 4);
-    return ternary_digits(_mm256_setr_m128i(q1, _mm_set1_epi32(int32_t(h))),
+    c[5] = ternary_digits(_mm256_setr_m128i(q1, q1), _mm256_setr_m128i(_mm_set1_epi8(1), _mm_set1_epi8(3)));
+    c[6] = ternary_digits(_mm256_setr_m128i(q1, q1), _mm256_setr_m128i(_mm_set1_epi8(9), _mm_set1_epi8(27)));
+    c[7] = ternary_digits(_mm256_setr_m128i(q1, _mm_set1_epi32(int32_t(h))),
                           _mm256_setr_m128i(_mm_set1_epi8(81), _mm_setr_epi32(0x01010101, 0x03030303, 0x09090909, 0x1b1b1b1b)));
 }
 
 // TQ2_0: the 32 elements 32 ib.. are 2-bit field ib % 4 of the 32 bytes qs[32 * (ib / 4)..].
-inline __m256i ternary_codes(const BlockTQ2_0 & b, int ib) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (ib / 4)));
-    return _mm256_and_si256(_mm256_srli_epi16(w, 2 * (ib % 4)), _mm256_set1_epi8(3));
+inline void ternary_codes(const BlockTQ2_0 & b, __m256i c[8]) {
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (ib / 4)));
+        c[ib] = _mm256_and_si256(_mm256_srli_epi16(w, 2 * (ib % 4)), _mm256_set1_epi8(3));
+    }
 }
 
 template <class Sink, class B, std::enable_if_t<kTernary<B>, int> = 0>
 void decode_grid(const B & b, Sink & sink) {
     sink.block(half(b.d));
+    __m256i c[8];
+    ternary_codes(b, c);
     for (int ib = 0; ib < 8; ++ib) {
-        const __m256i v = _mm256_sub_epi8(ternary_codes(b, ib), _mm256_set1_epi8(1));
+        const __m256i v = _mm256_sub_epi8(c[ib], _mm256_set1_epi8(1));
         sink.values(ib, _mm256_abs_epi8(v), v);
         sink.runs(ib, 1, 1);
     }

@@ -383,10 +383,10 @@ float dot_row_ternary(const B * x, const int8_t * y, const int16_t * ys, const f
     const __m256i ones = _mm256_set1_epi16(1);
     return row_steps(K / kQK_K, [&](int64_t g, __m256i & isum, float & step) {
         // int16 pair sums: 8 words of 2 * 2 * 127 at most.
+        __m256i c[8];
+        ternary_codes(x[g], c);
         __m256i p = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ++ib) {
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(ternary_codes(x[g], ib), load32(y + g * kQK_K + 32 * ib)));
-        }
+        for (int ib = 0; ib < 8; ++ib) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[ib], load32(y + g * kQK_K + 32 * ib)));
         isum = _mm256_sub_epi32(_mm256_madd_epi16(p, ones), _mm256_madd_epi16(load32(ys + 16 * g), ones));
         step = half(x[g].d) * dy[g];
     });
