@@ -67,6 +67,7 @@ void read_choice(const char * name, const char * raw, const char * const (&names
 
 const char * const kModeNames[] = {"auto", "standalone", "interpose"};
 const char * const kMmqNames[]  = {"auto", "off", "all"};
+const char * const kSplitNames[] = {"auto", "1", "2", "4"};
 const char * const kHostIsaNames[] = {"auto", "avx2", "avx512-vnni"};
 
 // True when `name` is what ggml_op_desc calls some node: an op, a unary op or
@@ -141,6 +142,8 @@ const Var kVars[] = {
      [](const Config & c, std::ostream & s) { if (!c.pdl) s << " pdl=off"; }},
     {"GGML_STANDIN_L2_PREFETCH", [](const char * n, const char * r, Config & c, Warnings & w) { read_int(n, r, 0, 16, c.l2_prefetch, w); },
      [](const Config & c, std::ostream & s) { if (c.l2_prefetch != Config{}.l2_prefetch) s << " l2_prefetch=" << c.l2_prefetch; }},
+    {"GGML_STANDIN_MMV_SPLIT", [](const char * n, const char * r, Config & c, Warnings & w) { read_choice(n, r, kSplitNames, c.mmv_split, w); },
+     [](const Config & c, std::ostream & s) { if (c.mmv_split != Config::MmvSplit::auto_) s << " mmv_split=" << kSplitNames[int(c.mmv_split)]; }},
     {"GGML_STANDIN_CUDA_COMM", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda_comm, w); },
      [](const Config & c, std::ostream & s) { if (c.cuda_comm) s << " cuda_comm=on"; }},
     {"GGML_STANDIN_CUDA_UNPROVEN", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda_unproven, w); },

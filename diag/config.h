@@ -55,6 +55,11 @@ struct Config {
     // L2 for their weights (Note [L2 prefetch], kernels/cuda/common.cuh); 0:
     // never. Off until a GPU run has measured it (scripts/gpu-check l2prefetch).
     int  l2_prefetch       = 0;     // GGML_STANDIN_L2_PREFETCH    0..16
+    // CUDA device: how many warps share one row group of the lane-per-block
+    // mat-vec (mul_mat_vec_q8.cu), split along K; auto chooses by the rows
+    // there are. A measuring switch: the kernel's tail waves against its splits.
+    enum class MmvSplit { auto_, one, two, four };
+    MmvSplit mmv_split     = MmvSplit::auto_; // GGML_STANDIN_MMV_SPLIT auto|1|2|4
     // CUDA devices: tensor split's all-reduce by standin (runtime/cuda/
     // cuda_collective.cu); off, ggml's generic all-reduce runs instead. Off
     // by default until it has run on two GPUs (scripts/gpu-check multi).

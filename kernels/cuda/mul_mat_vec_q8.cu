@@ -36,6 +36,7 @@
 // and -o MUL_MAT_VEC_FUSION (grouped launches); the logits ctests
 // (model.logits.*.cuda); time with `standin matmul`.
 #include "diag/check.h"
+#include "diag/config.h"
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -421,6 +422,12 @@ template <int T, int NC, int RW> void launch_q8_rw(const Q8Group & g, cudaStream
     const Q8Args & p = g.m[0];
     const int64_t groups = g.rows / RW * p.ne12 * p.ne13;
     const int64_t n_steps = (p.K / 32 + 31) / 32;
+    switch (diag::config().mmv_split) {
+        case diag::Config::MmvSplit::one: return launch_q8_k<T, NC, 1, RW>(g, st);
+        case diag::Config::MmvSplit::two: return launch_q8_k<T, NC, 2, RW>(g, st);
+        case diag::Config::MmvSplit::four: return launch_q8_k<T, NC, kWarps, RW>(g, st);
+        case diag::Config::MmvSplit::auto_: break;
+    }
     if (groups >= kFillWarps || n_steps < 2) {
         launch_q8_k<T, NC, 1, RW>(g, st);
     } else if (groups * 2 >= kFillWarps || n_steps < kWarps) {
