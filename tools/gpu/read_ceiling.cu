@@ -5,7 +5,15 @@
 // SM x threads, and 16-byte loads in flight per thread (U1, U4, U8). The
 // mat-vec kernels are measured against this, not against the data sheet.
 // Usage: read_ceiling (on the GPU machine; results/h200/summary-74.txt).
+// `read_ceiling rows`: instead, the one-column mat-vec's access pattern over
+// Q4_0-shaped rows (Note [lane per block] in kernels/cuda/mul_mat_vec_q8.cu)
+// against the same bytes read by 16-byte coalesced loads, each with a grid of
+// one warp per row pair (waves, as the mat-vec launches) and a grid that fills
+// the GPU once and strides over the row pairs: which of the two costs the
+// mat-vec its distance to the ceiling, the loads or the last wave.
+#include <cstdint>
 #include <cstdio>
+#include <string>
 #include <cuda_runtime.h>
 
 namespace {
@@ -34,15 +42,71 @@ __global__ void rd(const uint4 * __restrict__ p, size_t n, unsigned * out) {
     if (acc == 0x12345678u) out[0] = acc;
 }
 
+// The mat-vec's pattern over rows of 14336 Q4_0 weights (448 blocks of 18
+// bytes, 8064 bytes): a warp takes two rows; at step s lane l reads block
+// 32 s + l of each, five 4-byte words from the word holding its first byte
+// (kLaneBlock), or the step's 576 bytes of each row as 16-byte pieces (36:
+// lanes 0..3 take two); the next step's words are in flight while this one's
+// are folded. kStride: a grid of kBlocksPerSm blocks per SM striding over the
+// row pairs; else one warp per row pair.
+constexpr int kRowBytes = 8064, kStepBytes = 576, kSteps = kRowBytes / kStepBytes, kBlocksPerSm = 6;
+enum Pattern { kLaneBlock, kCoalesced };
+template <Pattern P> struct RowWords {
+    static constexpr int kN = P == kLaneBlock ? 5 : 8;
+    uint32_t w[2][kN];
+    __device__ void load(const uint8_t * rows, int s, int lane) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint8_t * row = rows + r * kRowBytes + s * kStepBytes;
+            if constexpr (P == kLaneBlock) {
+                const uint32_t * src = reinterpret_cast<const uint32_t *>(row + ((lane * 18) & ~3));
+#pragma unroll
+                for (int k = 0; k < kN; ++k) w[r][k] = __ldg(src + k);
+            } else {
+                const uint4 a = __ldg(reinterpret_cast<const uint4 *>(row) + lane);
+                const uint4 b = lane < 4 ? __ldg(reinterpret_cast<const uint4 *>(row) + 32 + lane) : make_uint4(0, 0, 0, 0);
+                w[r][0] = a.x; w[r][1] = a.y; w[r][2] = a.z; w[r][3] = a.w;
+                w[r][4] = b.x; w[r][5] = b.y; w[r][6] = b.z; w[r][7] = b.w;
+            }
+        }
+    }
+    __device__ unsigned fold() const {
+        unsigned a = 0;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int k = 0; k < kN; ++k) a ^= w[r][k];
+        }
+        return a;
+    }
+};
+template <Pattern P, bool kStride>
+__global__ void __launch_bounds__(128, kBlocksPerSm) rd_rows(const uint8_t * __restrict__ p, int pairs, unsigned * out) {
+    const int lane = threadIdx.x & 31;
+    const int first = blockIdx.x * 4 + threadIdx.x / 32, stride = kStride ? gridDim.x * 4 : pairs;
+    unsigned acc = 0;
+    for (int pair = first; pair < pairs; pair += stride) {
+        const uint8_t * rows = p + size_t(pair) * 2 * kRowBytes;
+        RowWords<P> cur, nxt;
+        cur.load(rows, 0, lane);
+        for (int s = 0; s < kSteps; ++s) {
+            if (s + 1 < kSteps) nxt.load(rows, s + 1, lane);
+            acc ^= cur.fold();
+            cur = nxt;
+        }
+    }
+    if (acc == 0x12345678u) out[0] = acc;
+}
+
 // Microseconds per read of one buffer: a warm-up, then 40 reads rotating
 // over the buffers, launched back to back (so the figure includes the gap
 // between kernels in a stream, as a decoding graph's products have).
-template <int U> float run(uint4 ** bufs, int nb, size_t n, int blocks, int threads, unsigned * out) {
+template <typename Launch> float run(int nb, Launch launch) {
     cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-    for (int r = 0; r < 4; ++r) rd<U><<<blocks, threads>>>(bufs[r % nb], n, out);
+    for (int r = 0; r < 4; ++r) launch(r % nb);
     cudaEventRecord(a);
     const int reps = 40;
-    for (int r = 0; r < reps; ++r) rd<U><<<blocks, threads>>>(bufs[r % nb], n, out);
+    for (int r = 0; r < reps; ++r) launch(r % nb);
     cudaEventRecord(b); cudaEventSynchronize(b);
     float ms = 0;
     cudaEventElapsedTime(&ms, a, b);
@@ -50,15 +114,43 @@ template <int U> float run(uint4 ** bufs, int nb, size_t n, int blocks, int thre
     cudaEventDestroy(b);
     return ms * 1000.f / reps;
 }
+template <int U> float run(uint4 ** bufs, int nb, size_t n, int blocks, int threads, unsigned * out) {
+    return run(nb, [&](int i) { rd<U><<<blocks, threads>>>(bufs[i], n, out); });
+}
+
+// The mat-vec pattern table: 4096 rows (33 MB) and 14336 rows (116 MB).
+int rows_table(int sms, unsigned * out) {
+    for (int rows : {4096, 14336}) {
+        const size_t bytes = size_t(rows) * kRowBytes;
+        const int nb = 8, pairs = rows / 2;
+        uint8_t * bufs[8];
+        for (int i = 0; i < nb; ++i) {
+            if (!ok(cudaMalloc(&bufs[i], bytes), "cudaMalloc") || !ok(cudaMemset(bufs[i], i, bytes), "cudaMemset")) return 1;
+        }
+        const int waves = (pairs + 3) / 4, fill = sms * kBlocksPerSm;
+        const float t[4] = {
+            run(nb, [&](int i) { rd_rows<kLaneBlock, false><<<waves, 128>>>(bufs[i], pairs, out); }),
+            run(nb, [&](int i) { rd_rows<kLaneBlock, true><<<fill, 128>>>(bufs[i], pairs, out); }),
+            run(nb, [&](int i) { rd_rows<kCoalesced, false><<<waves, 128>>>(bufs[i], pairs, out); }),
+            run(nb, [&](int i) { rd_rows<kCoalesced, true><<<fill, 128>>>(bufs[i], pairs, out); })};
+        printf("%d rows (%.1f MB, %.2f waves of %d blocks): lane-block %.1f us (%.2f TB/s), strided %.1f (%.2f); "
+               "coalesced %.1f (%.2f), strided %.1f (%.2f)\n",
+               rows, bytes / 1e6, double(waves) / fill, waves, t[0], bytes / t[0] / 1e6, t[1], bytes / t[1] / 1e6, t[2],
+               bytes / t[2] / 1e6, t[3], bytes / t[3] / 1e6);
+        for (int i = 0; i < nb; ++i) cudaFree(bufs[i]);
+    }
+    return ok(cudaDeviceSynchronize(), "kernels") ? 0 : 1;
+}
 } // namespace
 
-int main() {
+int main(int argc, char ** argv) {
     int sms = 0;
     unsigned * out = nullptr;
     if (!ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "no CUDA device") ||
         !ok(cudaMalloc(&out, 4), "cudaMalloc")) {
         return 1;
     }
+    if (argc > 1 && std::string(argv[1]) == "rows") return rows_table(sms, out);
     const size_t sizes[] = {size_t(9.4e6), size_t(33e6), size_t(66e6), size_t(512e6)};
     for (size_t bytes : sizes) {
         const int nb = bytes < 100e6 ? 8 : 2;
