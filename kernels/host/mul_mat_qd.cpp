@@ -11,7 +11,9 @@
 // the two 16-element runs in lanes 0..3 and 4..7, which are scaled by the
 // runs' scales in f32 and, per activation group, by the group's scale. The
 // minimum of Q2_K is one more product of the mins with the activation's
-// 16-element sums.
+// 16-element sums. At one column NVFP4 and Q1_0 take the kernels of
+// mul_mat_qd_column.h (one per level, rows side by side), the others
+// dot_row_int.
 // tile_grid: the grid i-quants and the ternary types (grid_decode.h), whose
 // run scales are a super-block factor times small integers, keep those
 // integers and sum a super-block exactly before one float step; one column
@@ -30,9 +32,16 @@
 
 #include "kernels/common/quants.h"
 #include "kernels/host/grid_decode.h"
+#include "kernels/host/isa.h"
+#define SI_X8_TARGET
+#include "kernels/host/mul_mat_qd_column.h"
 #include "kernels/host/vec_dot.h"
 
 namespace standin::kernels::host::mm {
+
+// The one-column kernels at the AVX-512 VNNI level (mul_mat_qd_vnni.cpp).
+void column_nvfp4_vnni(const QTile & t);
+void column_q1_0_vnni(const QTile & t);
 
 namespace {
 
@@ -167,7 +176,7 @@ void decode_block(const BlockQ1_0 & b, int8_t * q, float * sv, float *) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
-    const float   d   = half(b.d);
+    const float   d   = _cvtsh_ss(b.d);  // F16C: exact, as half()
     for (int c = 0; c < 4; ++c) {
         int32_t word;
         std::memcpy(&word, b.qs + 4 * c, 4);
@@ -194,6 +203,71 @@ void decode_block(const BlockQ2_0 & b, int8_t * q, float * sv, float *) {
         put_lanes(sv + 8 * c, d, d);
     }
 }
+
+// --- one column of NVFP4 and Q1_0 (mul_mat_qd_column.h) ------------------------------
+
+// NVFP4: the block's 32 bytes of nibbles with qwords 1 and 2 swapped, so
+// that unpacking the low and high nibbles by qword gives elements 0..31 and
+// 32..63 in order (decode_block's layout), looked up as signed levels.
+struct ColumnNVFP4 {
+    using Block = BlockNVFP4;
+    static __m256 block(const BlockNVFP4 & b, const int8_t * y, const float * dy, __m256 acc) {
+        const __m256i m4   = _mm256_set1_epi8(0x0f);
+        const __m256i lv   = _mm256_load_si256(reinterpret_cast<const __m256i *>(kFp4Levels.v));
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i x    = _mm256_permute4x64_epi64(load32(b.qs), 0xD8);
+        const __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        const __m256i idx[2] = {_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)};
+        for (int c = 0; c < 2; ++c) {
+            const __m256i w = _mm256_shuffle_epi8(lv, idx[c]);
+            const __m256i p =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(load32(y + 32 * c), w)), ones);
+            const __m256  s = _mm256_set_m128(_mm_broadcast_ss(&kUe4m3Half.v[b.d[2 * c + 1]]),
+                                              _mm_broadcast_ss(&kUe4m3Half.v[b.d[2 * c]]));
+            acc = group_step(acc, p, s, dy + c);
+        }
+        return acc;
+    }
+};
+
+// Q1_0: the codes negated where their bit is clear, summed against ones.
+struct ColumnQ1_0 {
+    using Block = BlockQ1_0;
+    static __m256 block(const BlockQ1_0 & b, const int8_t * y, const float * dy, __m256 acc) {
+        const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+        const __m256  d   = _mm256_set1_ps(_cvtsh_ss(b.d));
+        for (int c = 0; c < 4; ++c) {
+            int32_t word;
+            std::memcpy(&word, b.qs + 4 * c, 4);
+            const __m256i v   = _mm256_shuffle_epi8(_mm256_set1_epi32(word), spread);
+            const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), _mm256_setzero_si256());
+            const __m256i ys  = _mm256_sub_epi8(_mm256_xor_si256(load32(y + 32 * c), neg), neg);
+            const __m256i p   = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), ys), _mm256_set1_epi16(1));
+            acc = group_step(acc, p, d, dy + c);
+        }
+        return acc;
+    }
+};
+
+// The one-column kernels of the types that have them, per level.
+template <class B>
+struct Column {
+    static constexpr bool kHas = false;
+};
+template <>
+struct Column<BlockNVFP4> {
+    static constexpr bool kHas = true;
+    using Avx2 = ColumnNVFP4;
+    static constexpr QTileFn kVnni = column_nvfp4_vnni;
+};
+template <>
+struct Column<BlockQ1_0> {
+    static constexpr bool kHas = true;
+    using Avx2 = ColumnQ1_0;
+    static constexpr QTileFn kVnni = column_q1_0_vnni;
+};
 
 template <class B>
 void decode_row(const B * x, int64_t K, DecodedRow & row) {
@@ -261,11 +335,12 @@ void dot_cols(const QTile & t, const DecodedRow & row, int64_t r, int64_t cl0) {
     for (int c = 0; c < C; ++c) t.out[(cl0 + c) * t.out_col_stride + r] = hsum(acc[c]);
 }
 
-// One column: each block decoded into a buffer of one block and multiplied
-// at once, dot_cols' operations in its order (the same bits), without a
-// row's worth of decoded values written and read back.
-// 2048 x 8192 on a Zen 4 (2 threads), one column: Q1_0 567-568 us against
-// 700-760; NVFP4 (1.18-1.21 ms) and Q2_0 (0.90-0.92) unchanged.
+// One column of the types without a kernel in mul_mat_qd_column.h: each
+// block decoded into a buffer of one block and multiplied at once, dot_cols'
+// operations in its order (the same bits), without a row's worth of decoded
+// values written and read back.
+// 2048 x 8192 on a Zen 4 (2 threads), one column: Q1_0 (which has its own
+// kernel since) 567-568 us against 700-760; Q2_0 (0.90-0.92 ms) unchanged.
 template <class B, int G>
 float dot_row_int(const QTile & t, const B * x) {
     static_assert(B::kElems % G == 0, "a block holds whole activation groups");
@@ -284,7 +359,11 @@ float dot_row_int(const QTile & t, const B * x) {
 template <class B, int G>
 void tile_int(const QTile & t) {
     if (t.ncols == 1) {
-        for (int64_t r = 0; r < t.nrows; ++r) t.out[r] = dot_row_int<B, G>(t, reinterpret_cast<const B *>(t.x + r * t.x_stride));
+        if constexpr (Column<B>::kHas) {
+            (isa::level() == isa::Level::avx512_vnni ? Column<B>::kVnni : tile_column<typename Column<B>::Avx2>)(t);
+        } else {
+            for (int64_t r = 0; r < t.nrows; ++r) t.out[r] = dot_row_int<B, G>(t, reinterpret_cast<const B *>(t.x + r * t.x_stride));
+        }
         return;
     }
     thread_local DecodedRow row;

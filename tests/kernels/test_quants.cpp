@@ -334,13 +334,17 @@ struct MatMulCase {
     int64_t   K, M, N;
 };
 
-double matmul_nmse(const MatMulCase & mc, uint32_t seed, std::vector<float> * out = nullptr) {
+// patch, when given, edits the weight bytes before the product.
+using WeightPatch = void (*)(std::vector<uint8_t> & weights);
+
+double matmul_nmse(const MatMulCase & mc, uint32_t seed, std::vector<float> * out = nullptr, WeightPatch patch = nullptr) {
     ggml_init_params ip = {size_t(64) << 20, nullptr, false};
     ggml_context * ctx = ggml_init(ip);
     ggml_tensor * a = ggml_new_tensor_2d(ctx, mc.type, mc.K, mc.M);
     ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, mc.K, mc.N);
     ggml_tensor * c = ggml_mul_mat(ctx, a, b);
-    const std::vector<uint8_t> w = weight_rows(mc.type, mc.M, mc.K, seed);
+    std::vector<uint8_t> w = weight_rows(mc.type, mc.M, mc.K, seed);
+    if (patch != nullptr) patch(w);
     const std::vector<float> x = random_floats(size_t(mc.K * mc.N), seed + 1);
     std::memcpy(a->data, w.data(), w.size());
     std::memcpy(b->data, x.data(), x.size() * sizeof(float));
@@ -464,21 +468,38 @@ TEST(QuantMatMul, IntFormMatVecMatchesCpuBackend) {
 }
 
 // The other types in integer form decode a row into its product block by
-// block at one column and a row for all columns at several (mul_mat_qd.cpp's
-// tile_int), with the same operations per column: column 0 of 5 against
-// that column alone, bit for bit.
+// block at one column (NVFP4 and Q1_0: mul_mat_qd_column.h, per level) and a
+// row for all columns at several (mul_mat_qd.cpp's tile_int), with the same
+// operations per column: column 0 of 5 against that column alone, bit for
+// bit, at every level the CPU has. 13 rows take the one-column kernels' runs
+// of rows side by side and single rows. NVFP4's weights carry every scale
+// code (0x7F, read as 0, and the unread top bit among them): the one-column
+// kernels read a table where the other path calls ue4m3_half.
+void every_nvfp4_scale(std::vector<uint8_t> & w) {
+    for (size_t b = 0; b < w.size() / sizeof(quant::BlockNVFP4); ++b) {
+        for (size_t k = 0; k < 4; ++k) w[b * sizeof(quant::BlockNVFP4) + k] = uint8_t(4 * b + k);
+    }
+}
+
 TEST(QuantMatMul, IntFormTypesSameBitsAloneAndAmongColumns) {
+    namespace isa = kernels::host::isa;
+    const isa::Level best = isa::choose(isa::detect());
     for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4, GGML_TYPE_NVFP4,
                         GGML_TYPE_Q1_0, GGML_TYPE_Q2_0}) {
-        const int64_t K = ggml_blck_size(t) == 256 ? 3 * 256 : 6 * 128;
-        std::vector<float> alone, among;
-        matmul_nmse(MatMulCase{t, K, 13, 1}, 80, &alone);
-        matmul_nmse(MatMulCase{t, K, 13, 5}, 80, &among);
-        ASSERT_EQ(among.size(), 5 * alone.size());
-        for (size_t m = 0; m < alone.size(); ++m) {
-            EXPECT_EQ(bits(among[m]), bits(alone[m])) << ggml_type_name(t) << " row " << m;
+        const int64_t     K     = ggml_blck_size(t) == 256 ? 3 * 256 : 6 * 128;
+        const WeightPatch patch = t == GGML_TYPE_NVFP4 ? every_nvfp4_scale : nullptr;
+        for (isa::Level l : {isa::Level::avx2, isa::Level::avx512_vnni}) {
+            if (!isa::force(l)) continue;
+            std::vector<float> alone, among;
+            matmul_nmse(MatMulCase{t, K, 13, 1}, 80, &alone, patch);
+            matmul_nmse(MatMulCase{t, K, 13, 5}, 80, &among, patch);
+            ASSERT_EQ(among.size(), 5 * alone.size());
+            for (size_t m = 0; m < alone.size(); ++m) {
+                EXPECT_EQ(bits(among[m]), bits(alone[m])) << ggml_type_name(t) << " " << isa::name(l) << " row " << m;
+            }
         }
     }
+    isa::force(best);
 }
 
 // The grid i-quants' and the ternary types' products at several columns
