@@ -211,6 +211,7 @@ void decode_block(const BlockQ2_0 & b, int8_t * q, float * sv, float *) {
 // 32..63 in order (decode_block's layout), looked up as signed levels.
 struct ColumnNVFP4 {
     using Block = BlockNVFP4;
+    static constexpr int kRows = 4;
     static __m256 block(const BlockNVFP4 & b, const int8_t * y, const float * dy, __m256 acc) {
         const __m256i m4   = _mm256_set1_epi8(0x0f);
         const __m256i lv   = _mm256_load_si256(reinterpret_cast<const __m256i *>(kFp4Levels.v));
@@ -231,8 +232,11 @@ struct ColumnNVFP4 {
 };
 
 // Q1_0: the codes negated where their bit is clear, summed against ones.
+// Two rows side by side: 2048 x 8192, one column, 2 threads on a Zen 4,
+// 293-304 us against 326-329 with four.
 struct ColumnQ1_0 {
     using Block = BlockQ1_0;
+    static constexpr int kRows = 2;
     static __m256 block(const BlockQ1_0 & b, const int8_t * y, const float * dy, __m256 acc) {
         const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);

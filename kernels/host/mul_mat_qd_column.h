@@ -15,9 +15,11 @@
 // column gives the same bits here as among several columns, at every level
 // (tests/kernels/test_quants.cpp, IntFormTypesSameBitsAloneAndAmongColumns).
 //
-// kRows rows run side by side, each with its own chain: one row's chain is
-// one fma latency per 32 elements, which alone held Q1_0 at 567 us for
-// 2048 x 8192 on a Zen 4; the activation loads are shared by the rows.
+// Dot::kRows rows run side by side, each with its own chain: one row's
+// chain is one fma latency per 32 elements, which alone held Q1_0 at 567 us
+// for 2048 x 8192 on a Zen 4; the activation loads are shared by the rows.
+// Dot also gives Block and block(b, y, dy, acc): acc after one weight block
+// times its activation codes y and group scales dy.
 #pragma once
 
 #include <immintrin.h>
@@ -84,12 +86,11 @@ SI_X8_TARGET void column_rows(const QTile & t, int64_t r0) {
     for (int r = 0; r < R; ++r) t.out[r0 + r] = hsum(acc[r]);
 }
 
-constexpr int kColumnRows = 4;
-
+// Dot::kRows rows side by side, then single rows.
 template <class Dot>
 SI_X8_TARGET void tile_column(const QTile & t) {
     int64_t r = 0;
-    for (; r + kColumnRows <= t.nrows; r += kColumnRows) column_rows<Dot, kColumnRows>(t, r);
+    for (; r + Dot::kRows <= t.nrows; r += Dot::kRows) column_rows<Dot, Dot::kRows>(t, r);
     for (; r < t.nrows; ++r) column_rows<Dot, 1>(t, r);
 }
 

@@ -37,6 +37,7 @@ SI_X8_TARGET inline __m256 group_steps2(__m256 acc, __m512i p, __m512 s, const f
 // multiply the codes negated where the index's sign bit (8) is set.
 struct ColumnNVFP4 {
     using Block = BlockNVFP4;
+    static constexpr int kRows = 4;
     SI_X8_TARGET static __m256 block(const BlockNVFP4 & b, const int8_t * y, const float * dy, __m256 acc) {
         const __m512i twice = _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0);
         const __m512i shift = _mm512_set_epi64(4, 0, 4, 0, 4, 0, 4, 0);
@@ -60,6 +61,7 @@ struct ColumnNVFP4 {
 // summed against ones.
 struct ColumnQ1_0 {
     using Block = BlockQ1_0;
+    static constexpr int kRows = 4;
     SI_X8_TARGET static __m256 block(const BlockQ1_0 & b, const int8_t * y, const float * dy, __m256 acc) {
         const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
         for (int h = 0; h < 2; ++h) {
