@@ -140,8 +140,6 @@ const Var kVars[] = {
      [](const Config & c, std::ostream & s) { if (c.mmq != Config::Mmq::auto_) s << " mmq=" << kMmqNames[int(c.mmq)]; }},
     {"GGML_STANDIN_PDL", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.pdl, w); },
      [](const Config & c, std::ostream & s) { if (!c.pdl) s << " pdl=off"; }},
-    {"GGML_STANDIN_L2_PREFETCH", [](const char * n, const char * r, Config & c, Warnings & w) { read_int(n, r, 0, 16, c.l2_prefetch, w); },
-     [](const Config & c, std::ostream & s) { if (c.l2_prefetch != Config{}.l2_prefetch) s << " l2_prefetch=" << c.l2_prefetch; }},
     {"GGML_STANDIN_MMV_SPLIT", [](const char * n, const char * r, Config & c, Warnings & w) { read_choice(n, r, kSplitNames, c.mmv_split, w); },
      [](const Config & c, std::ostream & s) { if (c.mmv_split != Config::MmvSplit::auto_) s << " mmv_split=" << kSplitNames[int(c.mmv_split)]; }},
     {"GGML_STANDIN_CUDA_COMM", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda_comm, w); },

@@ -51,10 +51,6 @@ struct Config {
     // CUDA device: programmatic dependent launch (a kernel starts while the one
     // before it drains, and waits only where it reads that one's output).
     bool pdl               = true;  // GGML_STANDIN_PDL            0|1
-    // CUDA device: how many of a warp's steps ahead the integer mat-vecs ask
-    // L2 for their weights (Note [L2 prefetch], kernels/cuda/common.cuh); 0:
-    // never. Off until a GPU run has measured it (scripts/gpu-check l2prefetch).
-    int  l2_prefetch       = 0;     // GGML_STANDIN_L2_PREFETCH    0..16
     // CUDA device: how many warps share one row group of the lane-per-block
     // mat-vec (mul_mat_vec_q8.cu), split along K; auto chooses by the rows
     // there are. A measuring switch: the kernel's tail waves against its splits.

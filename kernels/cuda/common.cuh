@@ -110,38 +110,6 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// --- L2 prefetch ------------------------------------------------------------------
-// Note [L2 prefetch]
-// A decoding mat-vec is bound by how many weight bytes are on their way from
-// device memory at once (Little's law), and registers cap that: a lane holds
-// this step's words and the next one's (Nsight Compute on the H100, 4096 x
-// 14336 Q4_0, one column: two thirds of the warps' stall cycles waiting on
-// those loads, 51% of DRAM bandwidth). So a warp also asks L2 for the bytes
-// of its steps further on, with sm_90's bulk prefetch (one instruction for a
-// whole range; it returns nothing and waits for nothing), and its loads then
-// find them in L2. Ranges cover only weights, which no kernel writes, so the
-// first ones go out before pdl_wait (Note [dependent launch]).
-// Not the fifth round's look-ahead (results/h200/README.md, not kept): that
-// one asked, from a side stream between products, for the first bytes of the
-// next products, and they got no faster; this one keeps a product's own loads
-// a fixed distance behind its requests, all through the product.
-// The distance is GGML_STANDIN_L2_PREFETCH (Q8Group::ahead), 0 by default:
-// it has not yet run on a GPU (scripts/gpu-check l2prefetch measures it).
-// prefetch_l2 asks for the 16-byte units that lie wholly inside [p, p + n)
-// (the instruction's alignment): nothing outside the range is touched.
-__device__ __forceinline__ void prefetch_l2(const void * p, uint32_t n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint64_t a = reinterpret_cast<uint64_t>(p);
-    const uint64_t lo = (a + 15u) & ~uint64_t(15), hi = (a + n) & ~uint64_t(15);
-    if (hi > lo) {
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(lo), "r"(uint32_t(hi - lo)) : "memory");
-    }
-#else
-    (void) p;
-    (void) n;
-#endif
-}
-
 // Whether launch() asks for dependent launch (GGML_STANDIN_PDL, read once).
 inline bool pdl_enabled() {
     static const bool on = diag::config().pdl;

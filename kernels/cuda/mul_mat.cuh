@@ -230,7 +230,6 @@ struct Q8Args {
 constexpr int kMaxGroup = 4;
 struct Q8Group {
     int     n;
-    int     ahead;  // steps of L2 prefetch (GGML_STANDIN_L2_PREFETCH; Note [L2 prefetch])
     int64_t rows;
     int64_t row0[kMaxGroup];
     Q8Args  m[kMaxGroup];

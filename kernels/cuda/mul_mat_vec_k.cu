@@ -264,26 +264,15 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
 #pragma unroll
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
 
-        // Lane r asks L2 for row r's super-blocks of the warp's step from
-        // super-block sb0 on (Note [L2 prefetch]), cut at the row's end.
-        auto prefetch = [&](int64_t sb0) {
-            if (lane < RW && sb0 < n_sb) {
-                const int64_t sb1 = min(n_sb, sb0 + kBlocksPerWarp);
-                prefetch_l2(row + lane * p.a_nb1 + sb0 * F::kBytes, uint32_t((sb1 - sb0) * F::kBytes));
-            }
-        };
-        const int ahead = g.ahead;
         typename F::W w[RW];
         int64_t s = live ? first : n_sb;
         if (s < n_sb) {
 #pragma unroll
             for (int r = 0; r < RW; ++r) w[r] = F::load(row + r * p.a_nb1 + s * F::kBytes, t);
-            for (int i = 2; i <= ahead + 1; ++i) prefetch(s - lane / kLanesPerBlock + i * kStride);
         }
         pdl_wait();
         pdl_trigger();
         for (; s < n_sb; s += kStride) {
-            if (ahead > 0) prefetch(s - lane / kLanesPerBlock + (ahead + 2) * kStride);
             typename F::A a[NC];
 #pragma unroll
             for (int c = 0; c < NC; ++c) {

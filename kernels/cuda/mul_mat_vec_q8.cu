@@ -214,8 +214,6 @@ template <> struct Q8Fmt<GGML_TYPE_MXFP4> : RawWords<sizeof(quant::BlockMXFP4), 
 // (d, scales_h, scales_l) and the run pair's 16 bytes of nibbles, with 8-byte loads.
 template <> struct Q8Fmt<GGML_TYPE_IQ4_XS> {
     static constexpr int kW = 6, kOff = 0;
-    static constexpr int kBytes = sizeof(quant::BlockIQ4_XS) / 8;  // per block of 32, as a step's span counts them
-    static_assert(sizeof(quant::BlockIQ4_XS) % 8 == 0, "a super-block is 8 blocks of 32");
     static constexpr bool kMin = false, kHiShift = false;
     __device__ static void load(const uint8_t * row, int b, uint32_t (&w)[kW]) {
         const uint8_t * sb = row + uint32_t(b >> 3) * uint32_t(sizeof(quant::BlockIQ4_XS));
@@ -337,21 +335,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
 #pragma unroll
             for (int r = 0; r < RW; ++r) F::load(row + uint32_t(r) * row_bytes, b, w[r]);
         };
-        // Lane r asks L2 for row r's bytes of step s (Note [L2 prefetch]):
-        // blocks 32 s .. 32 s + 31, kBytes each (IQ4_XS: 8 blocks to its
-        // super-block), the row's last step cut at its end.
-        auto prefetch = [&](int s) {
-            if (lane < RW && s < n_steps) {
-                const uint32_t b0 = uint32_t(s) * 32u, b1 = min(uint32_t(nb), b0 + 32u);
-                prefetch_l2(row + uint32_t(lane) * row_bytes + b0 * F::kBytes, (b1 - b0) * F::kBytes);
-            }
-        };
-        const int ahead = g.ahead;
         int s = live ? sub : n_steps;
-        if (live) {
-            fetch(s, cur);  // weights: before the wait (Note [dependent launch])
-            for (int i = 2; i <= ahead + 1; ++i) prefetch(s + i * R);  // s + R: the first fetch below
-        }
+        if (live) fetch(s, cur);  // weights: before the wait (Note [dependent launch])
         pdl_wait();
         pdl_trigger();
         // One column (Note [activations ahead]): this step's activation words
@@ -366,7 +351,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
         for (; s < n_steps; s += R) {
             fetch(s + R, nxt);  // in flight while this step is decoded
             if constexpr (kActAhead) fetch_act(s + R, xb, da_nxt);
-            if (ahead > 0) prefetch(s + (ahead + 2) * R);
             const int b = s * 32 + lane;
             if (b < nb) {
                 // Few columns: each column's activation words held, each row
@@ -593,7 +577,6 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
     // Consecutive members of one weight type share a launch, kMaxGroup at most.
     for (int i = 0; i < n;) {
         Q8Group g{};
-        g.ahead = diag::config().l2_prefetch;
         const ggml_type t = nodes[i]->src[0]->type;
         int64_t & rows = g.rows;
         while (i < n && g.n < kMaxGroup && nodes[i]->src[0]->type == t &&
