@@ -26,6 +26,13 @@
 // repacked layout with 16-byte aligned quants 12.5 (so the weights keep
 // ggml's layout); the warp-per-quarter-block kernel this replaced took 18
 // (Nsight Compute), and 8B Q4_0 decode went from 307 to 338 t/s.
+// What does not hold it (H100, results/h200/summary-77.txt, -78): the loads
+// alone (`read_ceiling rows`, this access pattern with nothing decoded) read
+// 4096 x 14336 Q4_0 in 13.7 us, and the same bytes by coalesced 16-byte loads
+// in 14.2, where the kernel takes 19.7-20.1; the next step's activation
+// words loaded beside its weights (19.8), the L2 bulk prefetch (slower at
+// every distance) and 64 registers for 8 blocks per SM (20.0, spilling)
+// measured no faster, and were not kept.
 // A warp takes its rows alone when there are rows enough to fill the GPU;
 // otherwise 2 or 4 warps of a block share them, split along K, and meet in
 // shared memory, so short matrices still spread over all SMs.
@@ -290,19 +297,9 @@ template <int NC, int RW> constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : 6)
 // or kWarps), kWarps / R row groups per block. Step s of a row group is its
 // blocks 32 s .. 32 s + 31 (Note [lane per block]); the warps of a group take
 // every R-th step.
-// Note [activations ahead]
-// At one column a step's own activation loads (L2 hits, a few hundred cycles)
-// used to be issued only once its weights had arrived, so every step paid
-// that latency after the weights'. The 32 activation codes and the scale of
-// the next step now travel with its weights. (On the H100, the lane-per-block
-// loads alone read 4096 x 14336 Q4_0 in 13.7 us, `read_ceiling rows`; the
-// kernel took 20.0.)
-template <int NC> constexpr bool kActAheadFor = NC == 1;
-
 template <int T, int NC, int R, int RW>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
-    constexpr bool kActAhead = kActAheadFor<NC>;
     __shared__ float part_sums[kWarps][RW * NC];
 
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
@@ -339,32 +336,15 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
         if (live) fetch(s, cur);  // weights: before the wait (Note [dependent launch])
         pdl_wait();
         pdl_trigger();
-        // One column (Note [activations ahead]): this step's activation words
-        // and the next step's, loaded beside the next step's weights.
-        int xa[kActAhead ? 8 : 1], xb[kActAhead ? 8 : 1];
-        float2 da_cur{}, da_nxt{};
-        auto fetch_act = [&](int st, int (&x)[kActAhead ? 8 : 1], float2 & dsc) {
-            if constexpr (kActAhead) load_act(qa, da, min(st * 32 + lane, nb - 1), x, dsc);
-        };
-        if (kActAhead && live) fetch_act(s, xa, da_cur);
 #pragma unroll 1
         for (; s < n_steps; s += R) {
             fetch(s + R, nxt);  // in flight while this step is decoded
-            if constexpr (kActAhead) fetch_act(s + R, xb, da_nxt);
             const int b = s * 32 + lane;
             if (b < nb) {
                 // Few columns: each column's activation words held, each row
                 // decoded once against all of them; more columns: each row's
                 // codes held, each column's words loaded once (registers).
-                if constexpr (kActAhead) {
-#pragma unroll
-                    for (int r = 0; r < RW; ++r) {
-                        uint32_t codes[8];
-                        float d, mn;
-                        F::get(cur[r], b, codes, d, mn);
-                        accumulate<T>(acc[r], block_dot<T>(codes, xa), d, mn, da_cur);
-                    }
-                } else if constexpr (NC <= 2) {
+                if constexpr (NC <= 2) {
                     int x[NC][8];
                     float2 ds[NC];
 #pragma unroll
@@ -404,11 +384,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
             for (int r = 0; r < RW; ++r) {
 #pragma unroll
                 for (int k = 0; k < F::kW; ++k) cur[r][k] = nxt[r][k];
-            }
-            if constexpr (kActAhead) {
-#pragma unroll
-                for (int k = 0; k < 8; ++k) xa[k] = xb[k];
-                da_cur = da_nxt;
             }
         }
         RowAdd add = p.add;
