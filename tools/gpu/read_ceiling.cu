@@ -130,15 +130,15 @@ int rows_table(int sms, unsigned * out) {
         for (int i = 0; i < nb; ++i) {
             if (!ok(cudaMalloc(&bufs[i], bytes), "cudaMalloc") || !ok(cudaMemset(bufs[i], i, bytes), "cudaMemset")) return 1;
         }
-        const int waves = (pairs + 3) / 4, fill = sms * kBlocksPerSm;
+        const int blocks = (pairs + 3) / 4, fill = sms * kBlocksPerSm;
         const float t[4] = {
-            run(nb, [&](int i) { rd_rows<kLaneBlock, false><<<waves, 128>>>(bufs[i], pairs, out); }),
+            run(nb, [&](int i) { rd_rows<kLaneBlock, false><<<blocks, 128>>>(bufs[i], pairs, out); }),
             run(nb, [&](int i) { rd_rows<kLaneBlock, true><<<fill, 128>>>(bufs[i], pairs, out); }),
-            run(nb, [&](int i) { rd_rows<kCoalesced, false><<<waves, 128>>>(bufs[i], pairs, out); }),
+            run(nb, [&](int i) { rd_rows<kCoalesced, false><<<blocks, 128>>>(bufs[i], pairs, out); }),
             run(nb, [&](int i) { rd_rows<kCoalesced, true><<<fill, 128>>>(bufs[i], pairs, out); })};
         printf("%d rows (%.1f MB, %.2f waves of %d blocks): lane-block %.1f us (%.2f TB/s), strided %.1f (%.2f); "
                "coalesced %.1f (%.2f), strided %.1f (%.2f)\n",
-               rows, bytes / 1e6, double(waves) / fill, waves, t[0], bytes / t[0] / 1e6, t[1], bytes / t[1] / 1e6, t[2],
+               rows, bytes / 1e6, double(blocks) / fill, blocks, t[0], bytes / t[0] / 1e6, t[1], bytes / t[1] / 1e6, t[2],
                bytes / t[2] / 1e6, t[3], bytes / t[3] / 1e6);
         for (int i = 0; i < nb; ++i) cudaFree(bufs[i]);
     }
