@@ -108,6 +108,64 @@ inline __m256i bit_signs(uint32_t bits) {
     return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(1));
 }
 
+// A super-block's 32 grid indices (one per 8 elements), computed on
+// vectors and stored, then read back one by one for the table loads:
+// computed per index from the bytes that hold their bits they took 5 to 7
+// scalar instructions each, most of a one-column product's instructions
+// (IQ1_M: 509 per super-block, 240 of them scalar).
+struct GridIdx {
+    alignas(32) uint16_t v[32];
+    void put(int k, __m256i idx16) { _mm256_store_si256(reinterpret_cast<__m256i *>(v + k), idx16); }
+};
+
+// 16 indices k0..k0+15: the low bytes lo (8 bits each) or'ed with the high
+// bits hi (already at bits 8.. of each word).
+inline __m256i idx_words(const uint8_t * lo, __m256i hi) {
+    return _mm256_or_si256(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(lo))), hi);
+}
+
+// A super-block's 16 run multipliers 2 n + 1 from the n of each run (byte
+// k: run k), in both 128-bit halves, for run_pair.
+inline __m256i odd_multipliers(__m128i n) {
+    return _mm256_broadcastsi128_si256(_mm_add_epi8(_mm_add_epi8(n, n), _mm_set1_epi8(1)));
+}
+
+// The multipliers of runs 2 ib and 2 ib + 1 as int16, 8 each (the sinks'
+// runs(ib, m)): one shuffle where building them from two integers took five
+// instructions. Indices from 0x80 have bit 7 set and give zero bytes.
+inline __m256i run_pair(__m256i mults, int ib) {
+    const __m256i at = _mm256_setr_epi8(0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128,
+                                        1, -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128);
+    return _mm256_shuffle_epi8(mults, _mm256_add_epi8(at, _mm256_set1_epi8(int8_t(2 * ib))));
+}
+
+// IQ2_S's: a nibble a run, run 2 ib the low one of scales[ib].
+inline __m256i nibble_multipliers(const uint8_t * scales) {
+    const __m128i s  = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(scales));
+    const __m128i m4 = _mm_set1_epi8(15);
+    return odd_multipliers(_mm_unpacklo_epi8(_mm_and_si128(s, m4), _mm_and_si128(_mm_srli_epi16(s, 4), m4)));
+}
+
+// IQ1's 8 values of grid entry i & 2047 with the shift sign of bit 11 (set:
+// -1, else +1), 8 g +- 1 for grid bytes g in {-1, 0, 1}, as one word: the
+// lookup gives the values, where the grid word cost a shift, a mask and an
+// add per 32 elements, and the shift's sign a broadcast, a compare and an or.
+struct Iq1Values {
+    uint64_t v[4096];
+};
+constexpr Iq1Values make_iq1_values() {
+    Iq1Values t{};
+    for (int i = 0; i < 4096; ++i) {
+        const uint64_t g = grid::kIq1s[i & 2047];
+        for (int j = 0; j < 8; ++j) {
+            const int gb = int(int8_t(uint8_t(g >> (8 * j))));
+            t.v[i] |= uint64_t(uint8_t(int8_t(8 * gb + ((i & 2048) ? -1 : 1)))) << (8 * j);
+        }
+    }
+    return t;
+}
+constexpr Iq1Values kIq1Values = make_iq1_values();
+
 // The grid formats' run scales are a block factor f times odd integers m
 // ((0.5 + s) * 0.25 = (2s + 1) / 8 and the like): decode_grid hands a sink
 // (DotSink, which takes a column's product at once, mul_mat_qd.cpp, or
@@ -115,7 +173,9 @@ inline __m256i bit_signs(uint32_t bits) {
 // sink.block(f), then per 32 elements their values as magnitudes and sign
 // bytes, value = sign(mag, sgn) (sink.values(ib, mag, sgn): a product takes
 // mag against the activation with sgn's signs, no value formed), and the
-// multipliers of their two runs (sink.runs(ib, m0, m1)), in that order.
+// multipliers of their two runs (sink.runs(ib, m0, m1), or as run_pair's
+// vector sink.runs(ib, m) where the decoder has them all in one), in that
+// order.
 
 template <class Sink>
 void decode_grid(const BlockIQ2_XXS & b, Sink & sink) {
@@ -150,14 +210,27 @@ void decode_grid(const BlockIQ2_XS & b, Sink & sink) {
 template <class Sink>
 void decode_grid(const BlockIQ2_S & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
+    const __m256i mults = nibble_multipliers(b.scales);
+    // Index k's bits 8 and 9: bits 2 (k % 4) of qh[k / 4], each byte spread
+    // over 4 words and shifted up by a multiply.
+    GridIdx gi;
+    int64_t qh8;
+    std::memcpy(&qh8, b.qh, 8);
+    const __m256i qh = _mm256_set1_epi64x(qh8);
+    const __m256i up = _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4);
+    for (int k = 0; k < 32; k += 16) {
+        const int     h      = k / 4;
+        const __m256i spread = _mm256_setr_epi8(h, -1, h, -1, h, -1, h, -1, h + 1, -1, h + 1, -1, h + 1, -1, h + 1, -1,
+                                                h + 2, -1, h + 2, -1, h + 2, -1, h + 2, -1, h + 3, -1, h + 3, -1, h + 3, -1, h + 3, -1);
+        const __m256i hi = _mm256_and_si256(_mm256_mullo_epi16(_mm256_shuffle_epi8(qh, spread), up), _mm256_set1_epi16(0x300));
+        gi.put(k, idx_words(b.qs + k, hi));
+    }
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
-        const uint8_t * g = b.qs + 4 * ib;
-        const int       h = b.qh[ib];
-        const __m256i w = words4(iq2s_grid(g[0] | ((h << 8) & 0x300)), iq2s_grid(g[1] | ((h << 6) & 0x300)),
-                                 iq2s_grid(g[2] | ((h << 4) & 0x300)), iq2s_grid(g[3] | ((h << 2) & 0x300)));
+        const uint16_t * g = gi.v + 4 * ib;
+        const __m256i w = words4(iq2s_grid(g[0]), iq2s_grid(g[1]), iq2s_grid(g[2]), iq2s_grid(g[3]));
         sink.values(ib, w, bit_signs(load_u32_le(b.qs + kQK_K / 8 + 4 * ib)));
-        sink.runs(ib, 2 * (b.scales[ib] & 15) + 1, 2 * (b.scales[ib] >> 4) + 1);
+        sink.runs(ib, run_pair(mults, ib));
     }
 }
 
@@ -202,25 +275,33 @@ void decode_grid(const BlockIQ3_S & b, Sink & sink) {
     }
 }
 
-// IQ1: grid bytes -1, 0, 1 become 8 * byte +- 1 (the shift's sign per group of 8).
-inline __m256i iq1_values(__m256i w, __m256i delta) {
-    const __m256i x8 = _mm256_and_si256(_mm256_slli_epi16(w, 3), _mm256_set1_epi8(int8_t(0xf8)));
-    return _mm256_add_epi8(x8, delta);
-}
-
 template <class Sink>
 void decode_grid(const BlockIQ1_S & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
+    // Index k's bits 8..10: bits 3 (k % 4).. of qh[k / 4]; bit 11 the shift's
+    // sign, bit 15 of it. Each qh word spread over 4 words, the fields moved
+    // to bits 8..10 by multiplies (the last down by 1, a high-half multiply).
+    GridIdx gi;
+    const __m256i qh  = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qh)));
+    const __m256i up  = _mm256_setr_epi16(256, 32, 4, 0, 256, 32, 4, 0, 256, 32, 4, 0, 256, 32, 4, 0);
+    const __m256i dn  = _mm256_setr_epi16(0, 0, 0, -32768, 0, 0, 0, -32768, 0, 0, 0, -32768, 0, 0, 0, -32768);
+    // Both runs of 32 elements ib take bits 12..14 of qh[ib].
+    const __m256i mults = odd_multipliers(_mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(_mm256_castsi256_si128(qh), 12), _mm_set1_epi16(7)),
+                                                           _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14)));
+    for (int k = 0; k < 32; k += 16) {
+        const int     h      = k / 2;  // the byte of qh[k / 4]
+        const __m256i spread = _mm256_setr_epi8(h, h + 1, h, h + 1, h, h + 1, h, h + 1, h + 2, h + 3, h + 2, h + 3, h + 2, h + 3, h + 2, h + 3,
+                                                h + 4, h + 5, h + 4, h + 5, h + 4, h + 5, h + 4, h + 5, h + 6, h + 7, h + 6, h + 7, h + 6, h + 7, h + 6, h + 7);
+        const __m256i w  = _mm256_shuffle_epi8(qh, spread);
+        const __m256i hi = _mm256_and_si256(_mm256_or_si256(_mm256_mullo_epi16(w, up), _mm256_mulhi_epu16(w, dn)), _mm256_set1_epi16(0x700));
+        gi.put(k, idx_words(b.qs + k, _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi16(0x800)))));
+    }
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
-        const uint32_t  hb = b.qh[ib];
-        const uint8_t * g  = b.qs + 4 * ib;
-        const __m256i w = words4(iq1s_grid(int(g[0] | ((hb & 7u) << 8))), iq1s_grid(int(g[1] | (((hb >> 3) & 7u) << 8))),
-                                 iq1s_grid(int(g[2] | (((hb >> 6) & 7u) << 8))), iq1s_grid(int(g[3] | (((hb >> 9) & 7u) << 8))));
-        const __m256i v = iq1_values(w, _mm256_set1_epi8((hb & 0x8000u) ? -1 : 1));
+        const uint16_t * g = gi.v + 4 * ib;
+        const __m256i v = words4(kIq1Values.v[g[0]], kIq1Values.v[g[1]], kIq1Values.v[g[2]], kIq1Values.v[g[3]]);
         sink.values(ib, _mm256_abs_epi8(v), v);
-        const int m = 2 * int((hb >> 12) & 7u) + 1;
-        sink.runs(ib, m, m);
+        sink.runs(ib, run_pair(mults, ib));
     }
 }
 
@@ -229,19 +310,33 @@ void decode_grid(const BlockIQ1_M & b, Sink & sink) {
     uint16_t sw[4];
     for (int i = 0; i < 4; ++i) sw[i] = uint16_t(b.scales[2 * i] | (b.scales[2 * i + 1] << 8));
     sink.block(half(uint16_t((sw[0] >> 12) | ((sw[1] >> 8) & 0x00f0) | ((sw[2] >> 4) & 0x0f00) | (sw[3] & 0xf000))) * 0.125f);
+    // Index k's bits 8..11 (the shift's sign the last): nibble k % 2 of
+    // qh[k / 2], the nibbles interleaved into order and under the low bytes.
+    // Run k's multiplier field: bits 3 (k % 4).. of sw[k / 4]. Qword j of f
+    // holds the scale words shifted down by 3 j; run 4 u + j is its word u.
+    int64_t sc8;
+    std::memcpy(&sc8, b.scales, 8);
+    const __m256i f = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(sc8), _mm256_setr_epi64x(0, 3, 6, 9)),
+                                       _mm256_set1_epi16(7));
+    const __m256i at = _mm256_setr_epi8(0, 8, -1, -1, 2, 10, -1, -1, 4, 12, -1, -1, 6, 14, -1, -1,
+                                        -1, -1, 0, 8, -1, -1, 2, 10, -1, -1, 4, 12, -1, -1, 6, 14);
+    const __m256i fk = _mm256_shuffle_epi8(f, at);
+    const __m256i mults = odd_multipliers(_mm_or_si128(_mm256_castsi256_si128(fk), _mm256_extracti128_si256(fk, 1)));
+    GridIdx gi;
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qh));
+    const __m128i m4 = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(qh, m4), hi = _mm_and_si128(_mm_srli_epi16(qh, 4), m4);
+    const __m128i n[2] = {_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi)};
+    for (int h = 0; h < 2; ++h) {
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs + 16 * h));
+        gi.put(16 * h, _mm256_setr_m128i(_mm_unpacklo_epi8(q, n[h]), _mm_unpackhi_epi8(q, n[h])));
+    }
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
-        const uint8_t * g = b.qs + 4 * ib;
-        const int h0 = b.qh[2 * ib], h1 = b.qh[2 * ib + 1];
-        const __m256i w = words4(iq1s_grid(g[0] | ((h0 & 7) << 8)), iq1s_grid(g[1] | ((h0 & 0x70) << 4)),
-                                 iq1s_grid(g[2] | ((h1 & 7) << 8)), iq1s_grid(g[3] | ((h1 & 0x70) << 4)));
-        // The shift signs of the 4 groups of 8, bits 3 and 7 of h0 and h1: -1 where set, else +1.
-        const __m256i bit = _mm256_setr_epi64x(0x08, 0x80, 0x0800, 0x8000);
-        const __m256i set = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(h0 | (h1 << 8)), bit), bit);
-        const __m256i v   = iq1_values(w, _mm256_or_si256(set, _mm256_set1_epi8(1)));
+        const uint16_t * g = gi.v + 4 * ib;
+        const __m256i v = words4(kIq1Values.v[g[0]], kIq1Values.v[g[1]], kIq1Values.v[g[2]], kIq1Values.v[g[3]]);
         sink.values(ib, _mm256_abs_epi8(v), v);
-        const int sc = sw[ib / 2] >> (6 * (ib % 2));
-        sink.runs(ib, 2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1);
+        sink.runs(ib, run_pair(mults, ib));
     }
 }
 

@@ -11,7 +11,7 @@
 // the two 16-element runs in lanes 0..3 and 4..7, which are scaled by the
 // runs' scales in f32 and, per activation group, by the group's scale. The
 // minimum of Q2_K is one more product of the mins with the activation's
-// 16-element sums. At one column NVFP4 and Q1_0 take the kernels of
+// 16-element sums. At one column NVFP4, Q1_0 and Q2_0 take the kernels of
 // mul_mat_qd_column.h (one per level, rows side by side), the others
 // dot_row_int.
 // tile_grid: the grid i-quants and the ternary types (grid_decode.h), whose
@@ -42,6 +42,7 @@ namespace standin::kernels::host::mm {
 // The one-column kernels at the AVX-512 VNNI level (mul_mat_qd_vnni.cpp).
 void column_nvfp4_vnni(const QTile & t);
 void column_q1_0_vnni(const QTile & t);
+void column_q2_0_vnni(const QTile & t);
 
 namespace {
 
@@ -255,6 +256,32 @@ struct ColumnQ1_0 {
     }
 };
 
+// Q2_0: the 2-bit codes (value + 1) in element order, multiplied unsigned,
+// and the activation's pair sums taken off before the pairs are added.
+// Dword lane l of v is bytes 4l'..4l'+3 of the 8 (l' = l / 4 + 4 * (l >= 4))
+// shifted by 2 (l % 4): byte l' of that dword holds field l % 4 of byte l'
+// in its low 2 bits, and the shuffle puts it at element 4l' + l % 4.
+struct ColumnQ2_0 {
+    using Block = BlockQ2_0;
+    static constexpr int kRows = 4;
+    static __m256 block(const BlockQ2_0 & b, const int8_t * y, const float * dy, __m256 acc) {
+        const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+        const __m256i shift  = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+        const __m256i order  = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+                                                0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        const __m256  d = _mm256_set1_ps(_cvtsh_ss(b.d));
+        for (int c = 0; c < 2; ++c) {
+            const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(b.qs + 8 * c));
+            const __m256i v = _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(_mm256_castsi128_si256(x), spread), shift);
+            const __m256i q = _mm256_and_si256(_mm256_shuffle_epi8(v, order), _mm256_set1_epi8(3));
+            const __m256i yv = load32(y + 32 * c);
+            const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), _mm256_maddubs_epi16(_mm256_set1_epi8(1), yv));
+            acc = group_step(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), d, dy + c);
+        }
+        return acc;
+    }
+};
+
 // The one-column kernels of the types that have them, per level.
 template <class B>
 struct Column {
@@ -271,6 +298,13 @@ struct Column<BlockQ1_0> {
     static constexpr bool kHas = true;
     using Avx2 = ColumnQ1_0;
     static constexpr QTileFn kVnni = column_q1_0_vnni;
+};
+
+template <>
+struct Column<BlockQ2_0> {
+    static constexpr bool kHas = true;
+    using Avx2 = ColumnQ2_0;
+    static constexpr QTileFn kVnni = column_q2_0_vnni;
 };
 
 template <class B>
@@ -344,7 +378,7 @@ void dot_cols(const QTile & t, const DecodedRow & row, int64_t r, int64_t cl0) {
 // operations in its order (the same bits), without a row's worth of decoded
 // values written and read back.
 // 2048 x 8192 on a Zen 4 (2 threads), one column: Q1_0 (which has its own
-// kernel since) 567-568 us against 700-760; Q2_0 (0.90-0.92 ms) unchanged.
+// kernel since, as Q2_0 has) 567-568 us against 700-760.
 template <class B, int G>
 float dot_row_int(const QTile & t, const B * x) {
     static_assert(B::kElems % G == 0, "a block holds whole activation groups");
@@ -406,9 +440,10 @@ struct DotSink {
         isum = _mm256_setzero_si256();
     }
     void values(int, __m256i m, __m256i s) { mag = m, sgn = s; }
-    void runs(int ib, int m0, int m1) {
+    void runs(int ib, int m0, int m1) { runs(ib, run_multipliers(m0, m1)); }
+    void runs(int ib, __m256i mult) {
         const __m256i p = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(load32(y + 32 * ib), sgn));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, run_multipliers(m0, m1)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, mult));
     }
 };
 

@@ -1,4 +1,4 @@
-// One activation column times NVFP4 or Q1_0 weight rows (matrix-vector,
+// One activation column times NVFP4, Q1_0 or Q2_0 weight rows (matrix-vector,
 // decoding), where their weights are not packed: the integer form of
 // mul_mat_qd.cpp, without a decoded block stored and read back. Written once
 // and included by one file per instruction-set level, as mul_mat_x8.h is:

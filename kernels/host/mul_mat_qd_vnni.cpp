@@ -1,4 +1,4 @@
-// One activation column times NVFP4 or Q1_0 weight rows
+// One activation column times NVFP4, Q1_0 or Q2_0 weight rows
 // (mul_mat_qd_column.h) at the AVX-512 VNNI level: 64 elements a vector (an
 // NVFP4 block, half a Q1_0 block), their signs applied to the activation
 // codes with a byte mask and the unsigned magnitudes multiplied by vpdpbusd,
@@ -76,9 +76,31 @@ struct ColumnQ1_0 {
     }
 };
 
+// Q2_0: the 64 codes (value + 1) put in element order as at the AVX2 level
+// (ColumnQ2_0, mul_mat_qd.cpp), 16 dwords: 128-bit lane k the bytes
+// 4k..4k+3 shifted by 0, 2, 4, 6; multiplied unsigned, the activation's
+// sums of 4 taken off.
+struct ColumnQ2_0 {
+    using Block = BlockQ2_0;
+    static constexpr int kRows = 4;
+    SI_X8_TARGET static __m256 block(const BlockQ2_0 & b, const int8_t * y, const float * dy, __m256 acc) {
+        const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        const __m512i shift  = _mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0);
+        const __m512i order  = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs));
+        const __m512i v = _mm512_srlv_epi32(_mm512_permutexvar_epi32(spread, _mm512_castsi128_si512(x)), shift);
+        const __m512i q = _mm512_and_si512(_mm512_shuffle_epi8(v, order), _mm512_set1_epi8(3));
+        const __m512i yv = _mm512_loadu_si512(y);
+        const __m512i ysum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), yv);
+        const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv), ysum);
+        return group_steps2(acc, p, _mm512_set1_ps(_cvtsh_ss(b.d)), dy);
+    }
+};
+
 } // namespace
 
 SI_X8_TARGET void column_nvfp4_vnni(const QTile & t) { tile_column<ColumnNVFP4>(t); }
 SI_X8_TARGET void column_q1_0_vnni(const QTile & t) { tile_column<ColumnQ1_0>(t); }
+SI_X8_TARGET void column_q2_0_vnni(const QTile & t) { tile_column<ColumnQ2_0>(t); }
 
 } // namespace standin::kernels::host::mm

@@ -63,6 +63,9 @@ struct X8GridSink {
         if (offset) v = _mm256_xor_si256(v, _mm256_set1_epi8(int8_t(0x80)));  // v + 128 as unsigned
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(vals + 32 * ib), v);
     }
+    void runs(int ib, __m256i mult) const {
+        runs(ib, _mm256_extract_epi16(mult, 0), _mm256_extract_epi16(mult, 8));
+    }
     void runs(int ib, int m0, int m1) const {
         for (int h = 0; h < 2; ++h) {
             const int k = 2 * ib + h;

@@ -510,21 +510,20 @@ TEST(QuantMatMul, IntFormTypesSameBitsAloneAndAmongColumns) {
 // ending in a group of 5, so 130 columns take tiles of 128 columns and one
 // of 2 (mul_mat.cpp's decoded_tile_cols, 2 threads); 21 rows are 2 row
 // tiles, so 130 columns fall back to tiles of 32. Every width of column
-// run appears. Column 0 of each product against that column alone; every
-// column against the first level's product.
+// run appears. Column 0 of each product against that column alone at the
+// same level; every column against the first level's product.
 TEST(QuantMatMul, GridTypesSameBitsAtEveryColumnCountAndLevel) {
     namespace isa = kernels::host::isa;
     const isa::Level best = isa::choose(isa::detect());
     for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
                         GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
         for (int64_t M : {117, 21}) {
-            std::vector<float> alone;
-            matmul_nmse(MatMulCase{t, 3 * 256, M, 1}, 70, &alone);
             for (int64_t N : {2, 9, 130}) {
                 std::vector<float> first;
                 for (isa::Level l : {isa::Level::avx2, isa::Level::avx512_vnni}) {
                     if (!isa::force(l)) continue;
-                    std::vector<float> among;
+                    std::vector<float> alone, among;
+                    matmul_nmse(MatMulCase{t, 3 * 256, M, 1}, 70, &alone);
                     EXPECT_LT(matmul_nmse(MatMulCase{t, 3 * 256, M, N}, 70, &among), 1e-4)
                         << ggml_type_name(t) << " M=" << M << " N=" << N;
                     ASSERT_EQ(among.size(), size_t(N) * alone.size());
