@@ -37,27 +37,18 @@ namespace standin::kernels::host::mm {
 
 namespace {
 
-// quant::ue4m3_half of every code: a load in place of its branches and
-// conversions, built from the same exact products. Bit 7 only decides
-// whether a code is 0x7F, which reads as 0 (0xFF does not).
+// quant::ue4m3_half of every code, filled from it once at load (it is not
+// constexpr): a load in place of its branches and conversions, with its
+// values by construction.
 struct Ue4m3Table {
     alignas(64) float v[256];
 };
-constexpr float pow2f(int k) {
-    float f = 1.0f;
-    for (; k > 0; --k) f *= 2.0f;
-    for (; k < 0; ++k) f *= 0.5f;
-    return f;
-}
-constexpr Ue4m3Table make_ue4m3_table() {
+inline Ue4m3Table make_ue4m3_table() {
     Ue4m3Table t{};
-    for (int x = 1; x < 256; ++x) {
-        const int e = (x >> 3) & 15, m = x & 7;
-        if (x != 0x7F) t.v[x] = e == 0 ? float(m) * pow2f(-10) : float(8 + m) * pow2f(e - 11);
-    }
+    for (int x = 0; x < 256; ++x) t.v[x] = quant::ue4m3_half(uint8_t(x));
     return t;
 }
-constexpr Ue4m3Table kUe4m3Half = make_ue4m3_table();
+const Ue4m3Table kUe4m3Half = make_ue4m3_table();
 
 // dot_groups' float steps for one group of 32 (see the header comment).
 SI_X8_TARGET inline __m256 group_step(__m256 acc, __m256i p, __m256 s, const float * dy) {
