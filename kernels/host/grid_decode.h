@@ -139,7 +139,7 @@ inline __m256i run_pair(__m256i mults, int ib) {
     return _mm256_shuffle_epi8(mults, _mm256_add_epi8(at, _mm256_set1_epi8(int8_t(2 * ib))));
 }
 
-// IQ2_S's: a nibble a run, run 2 ib the low one of scales[ib].
+// IQ2_XS's and IQ2_S's: a nibble a run, run 2 ib the low one of scales[ib].
 inline __m256i nibble_multipliers(const uint8_t * scales) {
     const __m128i s  = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(scales));
     const __m128i m4 = _mm_set1_epi8(15);
@@ -193,12 +193,13 @@ void decode_grid(const BlockIQ2_XXS & b, Sink & sink) {
 template <class Sink>
 void decode_grid(const BlockIQ2_XS & b, Sink & sink) {
     sink.block(half(b.d) * 0.125f);
+    const __m256i mults = nibble_multipliers(b.scales);
     for (int ib = 0; ib < 8; ++ib) {
         const uint16_t * v = b.qs + 4 * ib;
         const __m256i w = words4(iq2xs_grid(v[0] & 511), iq2xs_grid(v[1] & 511), iq2xs_grid(v[2] & 511),
                                  iq2xs_grid(v[3] & 511));
         sink.values(ib, w, words4(kSignBytes.v[v[0] >> 9], kSignBytes.v[v[1] >> 9], kSignBytes.v[v[2] >> 9], kSignBytes.v[v[3] >> 9]));
-        sink.runs(ib, 2 * (b.scales[ib] & 15) + 1, 2 * (b.scales[ib] >> 4) + 1);
+        sink.runs(ib, run_pair(mults, ib));
     }
 }
 
