@@ -264,15 +264,15 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
 #pragma unroll
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
 
-        // Two buffers of weights take the super-blocks in turn (Note [two
-        // steps in flight] in mul_mat_vec_q8.cu): no copy waits on a load.
-        auto fetch = [&](int64_t s, typename F::W (&w)[RW]) {
-            if (s < n_sb) {
+        typename F::W w[RW];
+        int64_t s = live ? first : n_sb;
+        if (s < n_sb) {
 #pragma unroll
-                for (int r = 0; r < RW; ++r) w[r] = F::load(row + r * p.a_nb1 + s * F::kBytes, t);
-            }
-        };
-        auto step = [&](int64_t s, const typename F::W (&w)[RW]) {
+            for (int r = 0; r < RW; ++r) w[r] = F::load(row + r * p.a_nb1 + s * F::kBytes, t);
+        }
+        pdl_wait();
+        pdl_trigger();
+        for (; s < n_sb; s += kStride) {
             typename F::A a[NC];
 #pragma unroll
             for (int c = 0; c < NC; ++c) {
@@ -280,23 +280,21 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
                 const int64_t col = col0 + (c < ncols ? c : 0);
                 a[c] = F::load_act(p.q + col * p.K + s * kQK, p.ds + col * (p.K / 32) + s * (kQK / 32), t);
             }
+            typename F::W next[RW];
+            const bool more = s + kStride < n_sb;
+            if (more) {
+#pragma unroll
+                for (int r = 0; r < RW; ++r) next[r] = F::load(row + r * p.a_nb1 + (s + kStride) * F::kBytes, t);
+            }
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
 #pragma unroll
                 for (int c = 0; c < NC; ++c) acc[r * NC + c] += F::dot(w[r], a[c], t);
             }
-        };
-        typename F::W wa[RW], wb[RW];
-        int64_t s = live ? first : n_sb;
-        fetch(s, wa);  // before the wait (Note [dependent launch])
-        pdl_wait();
-        pdl_trigger();
-        for (; s < n_sb; s += 2 * kStride) {
-            fetch(s + kStride, wb);
-            step(s, wa);
-            if (s + kStride >= n_sb) break;
-            fetch(s + 2 * kStride, wa);
-            step(s + kStride, wb);
+            if (more) {
+#pragma unroll
+                for (int r = 0; r < RW; ++r) w[r] = next[r];
+            }
         }
         RowAdd add = p.add;
         if (add.dst != nullptr) {

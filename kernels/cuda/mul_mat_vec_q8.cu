@@ -20,10 +20,10 @@
 // straight from global memory (from the word holding its first byte) and
 // realigns them in registers with funnel shifts by 0 or 16 bits (a block
 // starts at byte 0 or 2 of its first word). The next step's words are in
-// flight while this one is decoded (Note [two steps in flight]). Measured on
-// the H200 (4096 x 14336 Q4_0, one column, results/h200/README.md): 12.2 us
-// per launch in a lab comparison, where a lane per block staged through
-// shared memory took 18.9 and a repacked layout with 16-byte aligned quants 12.5 (so the weights keep
+// flight while this one is decoded. Measured on the H200 (4096 x 14336 Q4_0,
+// one column, results/h200/README.md): 12.2 us per launch in a lab comparison,
+// where a lane per block staged through shared memory took 18.9 and a
+// repacked layout with 16-byte aligned quants 12.5 (so the weights keep
 // ggml's layout); the warp-per-quarter-block kernel this replaced took 18
 // (Nsight Compute), and 8B Q4_0 decode went from 307 to 338 t/s.
 // What does not hold it (H100, results/h200/summary-77.txt, -78): the loads
@@ -33,13 +33,6 @@
 // words loaded beside its weights (19.8), the L2 bulk prefetch (slower at
 // every distance) and 64 registers for 8 blocks per SM (20.0, spilling)
 // measured no faster, and were not kept.
-// Note [two steps in flight]
-// The loop holds two buffers of weight words and alternates them: step s is
-// decoded from one while step s + R loads into the other, then step s + 2R
-// loads into the first. With one buffer copied into the other at the end of
-// each step (the earlier form), that copy waited for the load in flight, so
-// a warp had one step's bytes in flight at most; now it has two while it
-// waits, twice the bytes in flight at the same registers.
 // A warp takes its rows alone when there are rows enough to fill the GPU;
 // otherwise 2 or 4 warps of a block share them, split along K, and meet in
 // shared memory, so short matrices still spread over all SMs.
@@ -332,69 +325,66 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
 
         // The words that hold block b of each row (field() never reads past
         // them). Past the row's end a lane reads its last block again (not
-        // used), so the loads are unconditional.
+        // used), so the loads are unconditional and the two buffers rotate.
+        uint32_t cur[RW][F::kW], nxt[RW][F::kW];
         auto fetch = [&](int s, uint32_t (&w)[RW][F::kW]) {
             const int b = min(s * 32 + lane, nb - 1);
 #pragma unroll
             for (int r = 0; r < RW; ++r) F::load(row + uint32_t(r) * row_bytes, b, w[r]);
         };
-        // Step s's products from its words w.
-        auto step = [&](int s, const uint32_t (&w)[RW][F::kW]) {
+        int s = live ? sub : n_steps;
+        if (live) fetch(s, cur);  // weights: before the wait (Note [dependent launch])
+        pdl_wait();
+        pdl_trigger();
+#pragma unroll 1
+        for (; s < n_steps; s += R) {
+            fetch(s + R, nxt);  // in flight while this step is decoded
             const int b = s * 32 + lane;
-            if (b >= nb) return;
-            // Few columns: each column's activation words held, each row
-            // decoded once against all of them; more columns: each row's
-            // codes held, each column's words loaded once (registers).
-            if constexpr (NC <= 2) {
-                int x[NC][8];
-                float2 ds[NC];
-#pragma unroll
-                for (int c = 0; c < NC; ++c) {
-                    if (c < ncols) load_act(qa, da, c * nb + b, x[c], ds[c]);
-                }
-#pragma unroll
-                for (int r = 0; r < RW; ++r) {
-                    uint32_t codes[8];
-                    float d, mn;
-                    F::get(w[r], b, codes, d, mn);
+            if (b < nb) {
+                // Few columns: each column's activation words held, each row
+                // decoded once against all of them; more columns: each row's
+                // codes held, each column's words loaded once (registers).
+                if constexpr (NC <= 2) {
+                    int x[NC][8];
+                    float2 ds[NC];
 #pragma unroll
                     for (int c = 0; c < NC; ++c) {
-                        if (c < ncols) accumulate<T>(acc[r * NC + c], block_dot<T>(codes, x[c]), d, mn, ds[c]);
+                        if (c < ncols) load_act(qa, da, c * nb + b, x[c], ds[c]);
                     }
-                }
-            } else {
-                uint32_t codes[RW][8];
-                float d[RW], mn[RW];
 #pragma unroll
-                for (int r = 0; r < RW; ++r) F::get(w[r], b, codes[r], d[r], mn[r]);
+                    for (int r = 0; r < RW; ++r) {
+                        uint32_t codes[8];
+                        float d, mn;
+                        F::get(cur[r], b, codes, d, mn);
 #pragma unroll
-                for (int c = 0; c < NC; ++c) {
-                    if (c < ncols) {
-                        int x[8];
-                        float2 ds;
-                        load_act(qa, da, c * nb + b, x, ds);
+                        for (int c = 0; c < NC; ++c) {
+                            if (c < ncols) accumulate<T>(acc[r * NC + c], block_dot<T>(codes, x[c]), d, mn, ds[c]);
+                        }
+                    }
+                } else {
+                    uint32_t codes[RW][8];
+                    float d[RW], mn[RW];
 #pragma unroll
-                        for (int r = 0; r < RW; ++r) {
-                            accumulate<T>(acc[r * NC + c], block_dot<T>(codes[r], x), d[r], mn[r], ds);
+                    for (int r = 0; r < RW; ++r) F::get(cur[r], b, codes[r], d[r], mn[r]);
+#pragma unroll
+                    for (int c = 0; c < NC; ++c) {
+                        if (c < ncols) {
+                            int x[8];
+                            float2 ds;
+                            load_act(qa, da, c * nb + b, x, ds);
+#pragma unroll
+                            for (int r = 0; r < RW; ++r) {
+                                accumulate<T>(acc[r * NC + c], block_dot<T>(codes[r], x), d[r], mn[r], ds);
+                            }
                         }
                     }
                 }
             }
-        };
-        // Note [two steps in flight]: buffers wa and wb take the steps in
-        // turn, so no register copy waits on a load that is still in flight.
-        uint32_t wa[RW][F::kW], wb[RW][F::kW];
-        int s = live ? sub : n_steps;
-        if (live) fetch(s, wa);  // weights: before the wait (Note [dependent launch])
-        pdl_wait();
-        pdl_trigger();
-#pragma unroll 1
-        for (; s < n_steps; s += 2 * R) {
-            fetch(s + R, wb);
-            step(s, wa);
-            if (s + R >= n_steps) break;
-            fetch(s + 2 * R, wa);
-            step(s + R, wb);
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+#pragma unroll
+                for (int k = 0; k < F::kW; ++k) cur[r][k] = nxt[r][k];
+            }
         }
         RowAdd add = p.add;
         if (add.dst != nullptr) {
