@@ -32,7 +32,15 @@
 // in 14.2, where the kernel takes 19.7-20.1; the next step's activation
 // words loaded beside its weights (19.8), the L2 bulk prefetch (slower at
 // every distance) and 64 registers for 8 blocks per SM (20.0, spilling)
-// measured no faster, and were not kept.
+// measured no faster, and were not kept. Nor (summary-79 to -81): two weight
+// buffers taken in turn, so that two steps are in flight while a warp waits
+// (20.0-20.4; Q8_0 spilled and slowed 29.1 -> 32.9); one row per warp at 8
+// blocks per SM, 50% of warps active in one wave as ggml-cuda's kernel runs
+// (18.3-18.8, but 14336 x 4096 21.0-21.4 and IQ4_XS 23.5 against about 20,
+// and 8B Q4_0 tg128 no faster); the L2::256B prefetch size on the weights
+// (19.8-20.0). The weights must stay in L1: a lane's 5 words overlap its
+// neighbours', and with L1::no_allocate the L2 reads doubled and the kernel
+// took 30.7 us (Q8_0 79).
 // A warp takes its rows alone when there are rows enough to fill the GPU;
 // otherwise 2 or 4 warps of a block share them, split along K, and meet in
 // shared memory, so short matrices still spread over all SMs.
