@@ -415,11 +415,13 @@ template <int T, int NC, int R, int RW> void launch_q8_k(const Q8Group & g, cuda
 // (the lab comparison of Note [lane per block], Q4_0 / Q8_0, one column):
 // 4096 x 14336 two warps per group 12.2 / 19.4 us (one: 14.4 / 22.8); 8192 x
 // 2048 one warp 5.2 / 7.8 (two: 6.1 / 7.8); 14336 x 4096 one warp 12.9 / 20.3
-// (four: 12.2 / 18.0). On the H100 with today's kernel the 4096 x 14336 Q4_0
-// case went the other way (one warp 18.8 us, two 19.6), and 2048 here gave
-// 8B Q4_0 tg128 3-5% more (results/h200/summary-82.txt): to be measured on
-// the H200 before the rule changes.
-constexpr int64_t kFillWarps = 4096;
+// (four: 12.2 / 18.0). That was an earlier kernel: with today's, on the
+// H100, one warp per group from 2048 groups measured faster (4096 x 14336
+// Q4_0 18.6 us against 20.2, 2048 x 8192 7.7 against 9.6) and 8B Q4_0
+// tg128 384-386 t/s against 363-370 in alternating builds, Q8_0 263 / 263
+// against 259 / 258 (results/h200/summary-82.txt, -83.txt; not yet
+// measured on an H200).
+constexpr int64_t kFillWarps = 2048;
 template <int T, int NC, int RW> void launch_q8_rw(const Q8Group & g, cudaStream_t st) {
     const Q8Args & p = g.m[0];
     const int64_t groups = g.rows / RW * p.ne12 * p.ne13;

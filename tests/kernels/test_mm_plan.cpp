@@ -39,6 +39,14 @@ std::vector<ggml_type> claimed_weight_types() {
     return out;
 }
 
+// Whether mmq.cu has a kernel of the choice's tile shape (SI_MMQ_SHAPES).
+bool is_mmq_shape(const plan::Choice & c) {
+#define SI_X(kNt, kMw) if (c.nt == kNt && c.mw == kMw) return true;
+    SI_MMQ_SHAPES(SI_X)
+#undef SI_X
+    return false;
+}
+
 plan::Problem problem(ggml_type t, int64_t n) {
     plan::Problem p{};
     p.type = t;
@@ -90,12 +98,31 @@ TEST(ProductPlan, EveryClaimedTypeHasAKernelForEveryColumnCount) {
             ASSERT_TRUE(own.path == plan::Path::vec_int || own.path == plan::Path::mmq)
                 << ggml_type_name(t) << " n=" << n << " without cuBLAS gets " << plan::path_name(own.path);
             if (c.path == plan::Path::mmq) {
-                EXPECT_TRUE(c.nt == 1 || c.nt == 2 || c.nt == 4 || c.nt == 8) << c.nt;
-                EXPECT_TRUE(c.mw == 1 || (c.mw == 2 && c.nt == 8)) << c.mw;
+                EXPECT_TRUE(is_mmq_shape(c)) << "no kernel for nt " << c.nt << " mw " << c.mw;
                 EXPECT_GE(c.split, 1);
                 EXPECT_LE(c.split, 8);
-                EXPECT_GE(int64_t(8 * c.nt), n < 64 ? n : 64) << "a tile narrower than needed";
+                EXPECT_GE(int64_t(8 * c.nt), n < plan::kMmqMaxCols ? n : plan::kMmqMaxCols)
+                    << ggml_type_name(t) << " n=" << n << ": a tile narrower than needed";
             }
+        }
+    }
+}
+
+// Tiles of 128 columns from 65 on (GGML_STANDIN_MMQ_COLS=64 keeps 64), never
+// twice as wide as the columns need, and never for Q6_K (its 128-column
+// stage would not fit the shared memory).
+TEST(ProductPlan, WideTilesOnlyBeyondSixtyFourColumns) {
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+        for (int64_t n : {33, 64, 65, 96, 128, 129, 512}) {
+            plan::Problem p = problem(t, n);
+            p.blas_ok = false;
+            const plan::Choice c = plan::choose(p);
+            ASSERT_EQ(c.path, plan::Path::mmq) << ggml_type_name(t) << " n=" << n;
+            EXPECT_TRUE(is_mmq_shape(c)) << ggml_type_name(t) << " n=" << n;
+            const int want = n <= 64 || t == GGML_TYPE_Q6_K ? 8 : 16;
+            EXPECT_EQ(c.nt, want) << ggml_type_name(t) << " n=" << n;
+            p.mmq_max_cols = 64;
+            EXPECT_EQ(plan::choose(p).nt, 8) << ggml_type_name(t) << " n=" << n << " with 64-column tiles";
         }
     }
 }
@@ -178,7 +205,7 @@ TEST(ProductPlan, TableFormatsTakeMmqOnlyWhenAskedTo) {
             p.mmq_mode = 2;
             const plan::Choice c = plan::choose(p);
             EXPECT_EQ(c.path, plan::Path::mmq) << ggml_type_name(t) << " n=" << n << " with GGML_STANDIN_MMQ=all";
-            EXPECT_GE(int64_t(8 * c.nt), n < 64 ? n : 64) << "a tile narrower than needed";
+            EXPECT_GE(int64_t(8 * c.nt), n < plan::kMmqMaxCols ? n : plan::kMmqMaxCols) << "a tile narrower than needed";
             p.rows_aligned = false;  // rows mmq cannot stage: the table's paths again
             EXPECT_NE(plan::choose(p).path, plan::Path::mmq) << ggml_type_name(t) << " n=" << n;
         }
