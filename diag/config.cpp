@@ -68,7 +68,6 @@ void read_choice(const char * name, const char * raw, const char * const (&names
 const char * const kModeNames[] = {"auto", "standalone", "interpose"};
 const char * const kMmqNames[]  = {"auto", "off", "all"};
 const char * const kSplitNames[] = {"auto", "1", "2", "4"};
-const char * const kMmqColsNames[] = {"auto", "64", "128"};
 const char * const kHostIsaNames[] = {"auto", "avx2", "avx512-vnni"};
 
 // True when `name` is what ggml_op_desc calls some node: an op, a unary op or
@@ -143,8 +142,6 @@ const Var kVars[] = {
      [](const Config & c, std::ostream & s) { if (!c.pdl) s << " pdl=off"; }},
     {"GGML_STANDIN_MMV_SPLIT", [](const char * n, const char * r, Config & c, Warnings & w) { read_choice(n, r, kSplitNames, c.mmv_split, w); },
      [](const Config & c, std::ostream & s) { if (c.mmv_split != Config::MmvSplit::auto_) s << " mmv_split=" << kSplitNames[int(c.mmv_split)]; }},
-    {"GGML_STANDIN_MMQ_COLS", [](const char * n, const char * r, Config & c, Warnings & w) { read_choice(n, r, kMmqColsNames, c.mmq_cols, w); },
-     [](const Config & c, std::ostream & s) { if (c.mmq_cols != Config::MmqCols::auto_) s << " mmq_cols=" << kMmqColsNames[int(c.mmq_cols)]; }},
     {"GGML_STANDIN_CUDA_COMM", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda_comm, w); },
      [](const Config & c, std::ostream & s) { if (c.cuda_comm) s << " cuda_comm=on"; }},
     {"GGML_STANDIN_CUDA_UNPROVEN", [](const char * n, const char * r, Config & c, Warnings & w) { read_bool(n, r, c.cuda_unproven, w); },

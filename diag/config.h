@@ -56,11 +56,6 @@ struct Config {
     // there are. A measuring switch: the kernel's tail waves against its splits.
     enum class MmvSplit { auto_, one, two, four };
     MmvSplit mmv_split     = MmvSplit::auto_; // GGML_STANDIN_MMV_SPLIT auto|1|2|4
-    // CUDA device: the widest tile of the integer tensor-core product
-    // (mmq.cu), in src1 columns; auto is the product plan's (mm_plan.h). A
-    // measuring switch, as mmv_split.
-    enum class MmqCols { auto_, c64, c128 };
-    MmqCols mmq_cols       = MmqCols::auto_; // GGML_STANDIN_MMQ_COLS auto|64|128
     // CUDA devices: tensor split's all-reduce by standin (runtime/cuda/
     // cuda_collective.cu); off, ggml's generic all-reduce runs instead. Off
     // by default until it has run on two GPUs (scripts/gpu-check multi).

@@ -27,9 +27,9 @@
 // (0.98-1.00), behind at 48 and 96 (0.80, 0.68; Q8_0 and the K formats
 // 0.6-0.9 from 24: summary-64.txt), and from 128 the F16 GEMM is faster.
 //
-// Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8, 16), weight rows per
-// block 64 * mw (mw = 1, 2); SI_MMQ_SHAPES lists the pairs mmq.cu builds. When
-// the tiles alone would not fill the GPU twice over,
+// Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8), weight rows per block
+// 64 * mw (mw = 1, 2); SI_MMQ_SHAPES lists the pairs mmq.cu builds. When the
+// tiles alone would not fill the GPU twice over,
 // K is split across a thread-block cluster of `splits` blocks that meet in
 // distributed shared memory (no second pass, fixed order: deterministic).
 //
@@ -68,7 +68,6 @@ struct Problem {
     bool      blas_ok;        // cuBLAS is loaded and enabled
     int       sms;            // multiprocessors of the device
     int       mmq_mode;       // 0: table, 1: never mmq, 2: mmq wherever it can run
-    int       mmq_max_cols = 0;  // widest mmq tile in columns (64 or 128); 0: the plan's
 };
 
 struct Choice {
@@ -80,12 +79,15 @@ struct Choice {
 
 // The mmq tile shapes (nt, mw) there are kernels for: mmq_choice picks among
 // them, mmq.cu instantiates each, the plan's test checks the one against the
-// other.
-#define SI_MMQ_SHAPES(X) X(1, 1) X(2, 1) X(4, 1) X(8, 1) X(8, 2) X(16, 2)
+// other. Tiles of 128 x 128 (nt 16, one block per SM at 255 registers) measured
+// slower in a model on the H100 (results/h200/summary-84.txt: 8B Q4_0 pp512
+// with cuBLAS off 9461-9591 t/s against 10077-10115; Q4_K / Q5_K products
+// slower at every count from 64 columns, spilling), so there are none.
+#define SI_MMQ_SHAPES(X) X(1, 1) X(2, 1) X(4, 1) X(8, 1) X(8, 2)
 
 constexpr int kVecMaxN = 8;      // float weights: the mat-vec up to here
 constexpr int kBlasOverMmqN = 128;  // block weights: cuBLAS (when loaded) from here
-constexpr int kMmqMaxCols = 128;    // the widest mmq tile the plan picks (GGML_STANDIN_MMQ_COLS)
+constexpr int kMmqMaxCols = 64;     // the widest mmq tile
 
 // Elements per mmq pipeline step (K must be a multiple), 0 for a type mmq
 // has no format for (weight_types.h's SI_CUDA_MMQ_WEIGHT_TYPES lists them):
@@ -158,21 +160,14 @@ inline Choice mmq_choice(const Problem & p) {
     Choice c;
     c.path = Path::mmq;
     const int64_t n8 = (p.N + 7) / 8;
-    // Beyond 64 columns, tiles of 128: each weight fragment a warp builds
-    // from the raw bytes serves 16 n-tiles instead of 8 (96 columns had run
-    // as two 64-column tiles, the second half empty).
-    // Q6_K's chunks are two super-blocks: a 128-column stage of them would
-    // not fit the shared memory twice.
-    const int max_nt = mmq_chunk(p.type) > 256 ? 8 : (p.mmq_max_cols > 0 ? p.mmq_max_cols : kMmqMaxCols) / 8;
-    // (128 weight rows by 128 columns: fewer than 128 rows keep 64 columns.)
-    c.nt = n8 <= 1 ? 1 : n8 <= 2 ? 2 : n8 <= 4 ? 4 : n8 <= 8 || max_nt < 16 || p.M < 128 ? 8 : 16;
+    c.nt = n8 <= 1 ? 1 : n8 <= 2 ? 2 : n8 <= 4 ? 4 : kMmqMaxCols / 8;
     // Wide tiles: 128 rows per block, each warp's B fragments serving two
     // m-tiles (half the shared-memory reads per product). Measured on the
     // H200 (4096 x 14336, `standin matmul`, results/h200/summary-43.txt): 48
     // / 64 columns of Q4_0 91.7 / 96.5 us against 108.7 / 114.4 with 64 rows
     // (the rows alone no longer fill the GPU; the K split does). Narrow tiles
     // are bound by weight bytes and keep 64 rows, for more blocks.
-    c.mw = c.nt >= 8 && p.M >= 128 ? 2 : 1;
+    c.mw = c.nt == 8 && p.M >= 128 ? 2 : 1;
     const int64_t rows = 64 * c.mw;
     const int64_t blocks = (p.M + rows - 1) / rows * ((p.N + 8 * c.nt - 1) / (8 * c.nt)) * p.matrices;
     // Narrow tiles are latency-bound: four blocks per SM keep enough weight

@@ -106,15 +106,12 @@ template <int T, int NT, int MW, int kStages> struct Tile : Stage<T, NT, MW> {
 // columns run 2 blocks of 5 stages (Q4_0) better than 4 of 2: 54.9 against
 // 61.0 us at 32 columns, 51.9 against 56.2 at 24 (4096 x 14336, with the
 // sub-block loop unrolled twice; results/h200/summary-63.txt).
-// Tiles of 128 x 128 hold 128 accumulators per thread and, for the 8-bit
-// formats, a stage of 60-76 KiB: one block per SM, with the registers that
-// allows (255) and 3 stages where they fit (Q4_0).
-template <int NT, int MW> constexpr int kMinBlocks = NT <= 2 ? 6 : NT * MW >= 32 ? 1 : 2;
+template <int NT> constexpr int kMinBlocks = NT <= 2 ? 6 : 2;
 
 // One tile: weight rows [m0, m0 + BM) of matrix (i12, i13), columns
 // [n0, n0 + BN), chunks [c0, c1).
 template <int T, int NT, int MW, int kStages>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<NT, MW>) mmq_kernel(const __grid_constant__ MmqArgs p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __grid_constant__ MmqArgs p) {
     using F = Fmt<T>;
     using L = Tile<T, NT, MW, kStages>;
     extern __shared__ __align__(16) uint8_t smem[];
@@ -339,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT, MW>) mmq_kernel(const
 // per SM allows (228 KiB per SM, 1 KiB per block reserved), 2 to 8.
 template <int T, int NT, int MW> constexpr int stages_for() {
     constexpr int stage = Stage<T, NT, MW>::kStage;
-    constexpr int s = (227 * 1024 / kMinBlocks<NT, MW> - 1024) / stage;
+    constexpr int s = (227 * 1024 / kMinBlocks<NT> - 1024) / stage;
     return s < 2 ? 2 : s > 8 ? 8 : s;
 }
 
@@ -415,15 +412,8 @@ template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cud
 }
 
 template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
-    // A shape whose pipeline does not fit an SM's shared memory has no kernel
-    // (the plan does not ask for it: Q6_K at 128 columns).
-#define SI_X(kNt, kMw)                                                                    \
-    if (c.nt == kNt && c.mw == kMw) {                                                     \
-        if constexpr (Tile<T, kNt, kMw, stages_for<T, kNt, kMw>()>::kSmem <= 227 * 1024) { \
-            return launch_t<T, kNt, kMw>(p, c.split, st);                                 \
-        }                                                                                 \
-        return false;                                                                     \
-    }
+#define SI_X(kNt, kMw) \
+    if (c.nt == kNt && c.mw == kMw) return launch_t<T, kNt, kMw>(p, c.split, st);
     SI_MMQ_SHAPES(SI_X)
 #undef SI_X
     return false;

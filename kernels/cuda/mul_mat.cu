@@ -195,7 +195,6 @@ plan::Problem problem_for(const ggml_tensor * a, const ggml_tensor * b, int sms)
     p.blas_ok = cfg.cublas;
     p.sms = sms;
     p.mmq_mode = cfg.mmq == diag::Config::Mmq::off ? 1 : cfg.mmq == diag::Config::Mmq::all ? 2 : 0;
-    p.mmq_max_cols = cfg.mmq_cols == diag::Config::MmqCols::c64 ? 64 : cfg.mmq_cols == diag::Config::MmqCols::c128 ? 128 : 0;
     return p;
 }
 

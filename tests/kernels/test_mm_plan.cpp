@@ -108,25 +108,6 @@ TEST(ProductPlan, EveryClaimedTypeHasAKernelForEveryColumnCount) {
     }
 }
 
-// Tiles of 128 columns from 65 on (GGML_STANDIN_MMQ_COLS=64 keeps 64), never
-// twice as wide as the columns need, and never for Q6_K (its 128-column
-// stage would not fit the shared memory).
-TEST(ProductPlan, WideTilesOnlyBeyondSixtyFourColumns) {
-    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
-        for (int64_t n : {33, 64, 65, 96, 128, 129, 512}) {
-            plan::Problem p = problem(t, n);
-            p.blas_ok = false;
-            const plan::Choice c = plan::choose(p);
-            ASSERT_EQ(c.path, plan::Path::mmq) << ggml_type_name(t) << " n=" << n;
-            EXPECT_TRUE(is_mmq_shape(c)) << ggml_type_name(t) << " n=" << n;
-            const int want = n <= 64 || t == GGML_TYPE_Q6_K ? 8 : 16;
-            EXPECT_EQ(c.nt, want) << ggml_type_name(t) << " n=" << n;
-            p.mmq_max_cols = 64;
-            EXPECT_EQ(plan::choose(p).nt, 8) << ggml_type_name(t) << " n=" << n << " with 64-column tiles";
-        }
-    }
-}
-
 TEST(ProductPlan, SplitsKOnlyWhenTilesCannotFillTheGpu) {
     plan::Problem p = problem(GGML_TYPE_Q4_0, 16);
     p.M = 1024;  // 16 row tiles: far fewer than 2 x 132
