@@ -297,7 +297,8 @@ template <int T> __device__ __forceinline__ void accumulate(float & a, int s, fl
 // Blocks per SM the register budget must allow (__launch_bounds__): one-column
 // launches are latency-bound, so they want warps resident; two rows per warp
 // hold twice the weight words (this step's and the next one's), which 64
-// registers do not hold without spilling.
+// registers do not hold without spilling (8 blocks per SM at two rows: 8B
+// Q8_0 tg128 209 t/s against 262-265 on the H100, results/h200/summary-85.txt).
 template <int NC, int RW> constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : 6) : NC == 2 ? (RW == 1 ? 6 : 5) : 4;
 
 // RW consecutive weight rows per warp (every member's M is a multiple of RW,
