@@ -88,20 +88,26 @@ struct X8MXFP4 {
 
 // Note [one-column prefetch]
 // At one column a thread streams its groups' block8s once, and the hardware
-// prefetchers alone do not keep enough of them in flight: on an Intel Xeon
-// with AVX-512 (Sapphire Rapids class, 2 threads) one column of 8192 x 2048
-// from memory (`standin matmul --rotate 16`) took Q4_0 450-500 us, IQ4_NL
-// 455-486, MXFP4 557 (cached: 175). Each block8's lines are prefetched into
-// L2 (prefetcht1) kAhead bytes ahead, 32 block8s of the 4-bit formats (4.3-4.5 KiB):
-// Q4_0 250-276 us, IQ4_NL 272-282, MXFP4 272-284; 2304 bytes ahead gave Q4_0
-// only 326-338, and prefetcht0 less than prefetcht1 at every distance. Q8_0
-// reads twice the bytes per block and gained only nearer (12 block8s, 3264 bytes; 2304-3456:
-// 523-578 us against 574-609; 4608 and more: as without). Cached, the same
-// times as without. Past the tensor's end it touches the next bytes in the
-// address space, which a prefetch may do (it never faults).
+// prefetchers alone do not keep enough of them in flight. Measured on an
+// Intel Xeon with AVX-512 and AMX (2 threads, 480 MiB of L3), one column of
+// 8192 x 2048 rotated over 16 copies (`standin matmul --rotate 16`, 150 MB:
+// from L3): Q4_0 415-500 us, IQ4_NL 455-486, MXFP4 557 (in L2: 175). Each
+// block8's lines are prefetched into L2 (prefetcht1) kAhead bytes ahead, 32
+// block8s of the 4-bit formats (4.3-4.5 KiB): Q4_0 250-276 us, IQ4_NL
+// 272-282, MXFP4 272-284; 16 block8s gave Q4_0 326-338, and prefetcht0 less
+// than prefetcht1 at every distance. From memory (128256 x 2048 rotated over
+// 6, 890 MB) Q4_0 read 23 GB/s one block8 ahead and 27-28 from 16 to 64
+// ahead alike (a plain two-thread read: 29-31 GB/s). Q8_0 reads twice the
+// bytes per block and gained only nearer: 12 block8s (3264 bytes; 2304-3456:
+// 523-578 us from L3 against 574-609; 4608 and more: as without; from memory
+// one block8 ahead 26 GB/s, 16 to 64 ahead 28-29). In L2 the times are those
+// without. Past the tensor's end it touches the next bytes in the address
+// space, which a prefetch may do (it never faults).
 template <class F>
 SI_X8_TARGET inline void prefetch_ahead(const uint8_t * blk) {
-    for (size_t l = 0; l < F::kBlock8; l += 64) _mm_prefetch(reinterpret_cast<const char *>(blk + F::kAhead + l), _MM_HINT_T1);
+    for (size_t l = 0; l < F::kBlock8; l += 64) {
+        _mm_prefetch(reinterpret_cast<const char *>(blk + F::kAhead + l), _MM_HINT_T1);
+    }
 }
 
 // The 8 rows' weight scales of a block8 as floats: half precision, or
