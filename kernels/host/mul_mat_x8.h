@@ -103,11 +103,11 @@ struct X8MXFP4 {
 // one block8 ahead 26 GB/s, 16 to 64 ahead 28-29). In L2 the times are those
 // without. Past the tensor's end it touches the next bytes in the address
 // space, which a prefetch may do (it never faults).
-template <class F>
-SI_X8_TARGET inline void prefetch_ahead(const uint8_t * blk) {
-    for (size_t l = 0; l < F::kBlock8; l += 64) {
-        _mm_prefetch(reinterpret_cast<const char *>(blk + F::kAhead + l), _MM_HINT_T1);
-    }
+// The kBytes of a block8 kAhead bytes past blk, into L2 (this note's and
+// Note [Q6_K prefetch]'s).
+template <size_t kBytes, size_t kAhead>
+SI_X8_TARGET inline void prefetch_block8(const uint8_t * blk) {
+    for (size_t l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char *>(blk + kAhead + l), _MM_HINT_T1);
 }
 
 // The 8 rows' weight scales of a block8 as floats: half precision, or
@@ -186,7 +186,7 @@ SI_X8_TARGET void group_x8(const QTile & t, int64_t r0, int64_t cl0) {
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t * blk = g + b * int64_t(F::kBlock8);
         const uint8_t * qw  = blk + F::kQuants;
-        if constexpr (C == 1) prefetch_ahead<F>(blk);  // Note [one-column prefetch]
+        if constexpr (C == 1) prefetch_block8<F::kBlock8, F::kAhead>(blk);  // Note [one-column prefetch]
         __m256i s[C];
         for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
         if constexpr (F::kForm == Form::nibble_offset || kLevelOffset) {

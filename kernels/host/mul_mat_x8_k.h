@@ -262,8 +262,7 @@ template <class V>
 SI_X8_TARGET void group_q6_K(const QTile & t, int64_t r0, int64_t cl0) {
     using I = typename V::I;
     k_group<V, X8Q6_K::kBlock8>(t, r0, cl0, [](const V & v, const uint8_t * blk, int64_t b, typename V::F * acc) SI_X8_TARGET {
-        const char * ahead = reinterpret_cast<const char *>(blk + kQ6Ahead * int64_t(X8Q6_K::kBlock8));
-        for (size_t l = 0; l < X8Q6_K::kBlock8; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T1);  // Note [Q6_K prefetch]
+        prefetch_block8<X8Q6_K::kBlock8, kQ6Ahead * X8Q6_K::kBlock8>(blk);  // Note [Q6_K prefetch]
         I sc[4];  // lane r: row r's scales 4u..4u+3
         for (int u = 0; u < 4; ++u) sc[u] = V::lanes(load_w(blk + X8Q6_K::kScales + 32 * u));
         // Words of a 16-element run (its scale's reach) summed before the
