@@ -68,7 +68,7 @@ void read_choice(const char * name, const char * raw, const char * const (&names
 const char * const kModeNames[] = {"auto", "standalone", "interpose"};
 const char * const kMmqNames[]  = {"auto", "off", "all"};
 const char * const kSplitNames[] = {"auto", "1", "2", "4"};
-const char * const kHostIsaNames[] = {"auto", "avx2", "avx512-vnni"};
+const char * const kHostIsaNames[] = {"auto", "avx2", "avx512-vnni", "avx512-amx"};
 
 // True when `name` is what ggml_op_desc calls some node: an op, a unary op or
 // a GLU op (perturb:OP matches nodes by that name).

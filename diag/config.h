@@ -26,8 +26,8 @@ struct Config {
     bool host_repack       = true;  // GGML_STANDIN_HOST_REPACK    0|1
     // Instruction-set level of the host kernels (kernels/host/isa.h): auto
     // picks the best the CPU has; a lower one is for A/B runs.
-    enum class HostIsa { auto_, avx2, avx512_vnni };
-    HostIsa host_isa       = HostIsa::auto_; // GGML_STANDIN_HOST_ISA  auto|avx2|avx512-vnni
+    enum class HostIsa { auto_, avx2, avx512_vnni, avx512_amx };
+    HostIsa host_isa       = HostIsa::auto_; // GGML_STANDIN_HOST_ISA  auto|avx2|avx512-vnni|avx512-amx
     int  threads           = 0;     // GGML_STANDIN_THREADS        1..512, 0 = all cores
     bool cuda              = true;  // GGML_STANDIN_CUDA           0|1
     int  offload_min_batch = 32;    // GGML_OP_OFFLOAD_MIN_BATCH   >= 0

@@ -125,8 +125,14 @@ std::string device_name(const rt::Device & d) {
 // GGML_STANDIN_HOST_ISA: the host kernels' level (kernels/host/isa.h), logged once.
 void choose_host_isa(const diag::Config & cfg) {
     namespace isa = kernels::host::isa;
+    using HostIsa = diag::Config::HostIsa;
+    static_assert(int(HostIsa::avx2) - 1 == int(isa::Level::avx2) &&
+                      int(HostIsa::avx512_vnni) - 1 == int(isa::Level::avx512_vnni) &&
+                      int(HostIsa::avx512_amx) - 1 == int(isa::Level::avx512_amx),
+                  "GGML_STANDIN_HOST_ISA's choices after auto are the levels in order");
     if (cfg.host_isa != diag::Config::HostIsa::auto_) {
-        const isa::Level want = cfg.host_isa == diag::Config::HostIsa::avx2 ? isa::Level::avx2 : isa::Level::avx512_vnni;
+        // The config's choices after auto are the levels in order.
+        const isa::Level want = isa::Level(int(cfg.host_isa) - 1);
         if (!isa::force(want)) {
             SI_LOG_WARN("GGML_STANDIN_HOST_ISA=%s: this CPU lacks it; host kernels stay at %s", isa::name(want),
                         isa::name(isa::level()));

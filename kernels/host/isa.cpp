@@ -2,6 +2,12 @@
 
 #include <atomic>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace standin::kernels::host::isa {
 
 namespace {
@@ -10,6 +16,21 @@ std::atomic<int> & current() {
     static std::atomic<int> l{int(choose(detect()))};
     return l;
 }
+
+#if defined(__x86_64__)
+// Linux (5.16 on) keeps the AMX tile data out of a process's register state
+// until the process asks for it: arch_prctl(ARCH_REQ_XCOMP_PERM,
+// XFEATURE_XTILEDATA). Without it the first tile instruction faults. Asked
+// once; the answer holds for every thread of the process.
+bool amx_permitted() {
+    static const bool ok = [] {
+        constexpr long kReqXcompPerm = 0x1023;
+        constexpr long kXtileData    = 18;
+        return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+    }();
+    return ok;
+}
+#endif
 
 } // namespace
 
@@ -25,17 +46,29 @@ Features detect() {
     f.avx512vl   = __builtin_cpu_supports("avx512vl");
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
 #endif
+#if defined(__x86_64__)
+    // CPUID leaf 7: EDX bit 24 AMX-TILE, bit 25 AMX-INT8 (GCC 12's
+    // __builtin_cpu_supports has no names for them).
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) != 0) {
+        f.amx_tile = (d >> 24) & 1u;
+        f.amx_int8 = (d >> 25) & 1u;
+    }
+    f.amx_os = f.amx_tile && f.amx_int8 && amx_permitted();
+#endif
     return f;
 }
 
 Level choose(const Features & f) {
     if (f.avx2 && f.fma && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni) {
-        return Level::avx512_vnni;
+        return f.amx_tile && f.amx_int8 && f.amx_os ? Level::avx512_amx : Level::avx512_vnni;
     }
     return Level::avx2;
 }
 
 Level level() { return Level(current().load(std::memory_order_relaxed)); }
+
+bool at_least(Level l) { return int(level()) >= int(l); }
 
 bool force(Level l) {
     if (int(l) > int(choose(detect()))) {
@@ -49,6 +82,7 @@ const char * name(Level l) {
     switch (l) {
         case Level::avx2:        return "avx2";
         case Level::avx512_vnni: return "avx512-vnni";
+        case Level::avx512_amx:  return "avx512-amx";
     }
     return "?";
 }

@@ -14,7 +14,11 @@ namespace standin::kernels::host::isa {
 enum class Level {
     avx2,         // x86-64-v3
     avx512_vnni,  // + AVX-512 F/BW/VL and VNNI (vpdpbusd on 256-bit vectors)
+    avx512_amx,   // + AMX tiles with int8 products (several-column packed products)
 };
+
+// Whether the process's level is at least l.
+bool at_least(Level l);
 
 struct Features {
     bool avx2       = false;
@@ -24,10 +28,16 @@ struct Features {
     bool avx512bw   = false;
     bool avx512vl   = false;
     bool avx512vnni = false;
+    // AMX: the CPU's tiles and int8 products, and the OS's leave to use
+    // them (Linux hands out the tile state per process on request).
+    bool amx_tile   = false;
+    bool amx_int8   = false;
+    bool amx_os     = false;
 };
 
 // The features of this CPU, as the OS enables them (the compiler runtime
-// checks XCR0 for the AVX-512 register state).
+// checks XCR0 for the AVX-512 register state; for AMX, detect() asks Linux
+// for the tile state once, which the whole process then holds).
 Features detect();
 
 // The best level a CPU with these features runs.

@@ -53,11 +53,12 @@ constexpr int64_t kTileCols = 32;
 // work (decoded_tile_cols).
 constexpr int64_t kDecodedTileCols = 128;
 
-// The column count of a tile of decoded weights: kDecodedTileCols, halved
+// The column count of a tile whose kernel prefers wide tiles (decoded
+// weights, the AMX kernels' panels, mm::x8_tile_cols): `widest`, halved
 // (down to kTileCols) while the product would have fewer than 4 tiles a
 // thread.
-int64_t decoded_tile_cols(int64_t row_tiles, int64_t N, int64_t matrices, int threads) {
-    int64_t cols = kDecodedTileCols;
+int64_t wide_tile_cols(int64_t widest, int64_t row_tiles, int64_t N, int64_t matrices, int threads) {
+    int64_t cols = widest;
     while (cols > kTileCols && row_tiles * matrices * ((N + cols - 1) / cols) < 4 * int64_t(threads)) cols /= 2;
     return cols;
 }
@@ -525,9 +526,10 @@ Status mul_mat(rt::host::HostStream & stream, ggml_tensor * node) {
     s.r2 = s.ne12 / a->ne[2];
     s.r3 = s.ne13 / a->ne[3];
     s.row_tiles = (s.M + kTileRows - 1) / kTileRows;
-    s.tile_cols = !packed::is_native(a) && mm::x8_grid_tile_for(a->type) != nullptr
-                      ? decoded_tile_cols(s.row_tiles, s.N, s.ne12 * s.ne13, pool.size())
-                      : kTileCols;
+    const int64_t widest = packed::is_native(a)                         ? mm::x8_tile_cols(a->type)
+                           : mm::x8_grid_tile_for(a->type) != nullptr ? kDecodedTileCols
+                                                                      : kTileCols;
+    s.tile_cols = wide_tile_cols(std::max(widest, kTileCols), s.row_tiles, s.N, s.ne12 * s.ne13, pool.size());
     s.col_tiles = (s.N + s.tile_cols - 1) / s.tile_cols;
     if (s.tiles() == 0) {
         return true;

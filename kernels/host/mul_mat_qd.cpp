@@ -398,7 +398,7 @@ template <class B, int G>
 void tile_int(const QTile & t) {
     if (t.ncols == 1) {
         if constexpr (Column<B>::kHas) {
-            (isa::level() == isa::Level::avx512_vnni ? Column<B>::kVnni : tile_column<typename Column<B>::Avx2>)(t);
+            (isa::at_least(isa::Level::avx512_vnni) ? Column<B>::kVnni : tile_column<typename Column<B>::Avx2>)(t);
         } else {
             for (int64_t r = 0; r < t.nrows; ++r) t.out[r] = dot_row_int<B, G>(t, reinterpret_cast<const B *>(t.x + r * t.x_stride));
         }

@@ -52,9 +52,8 @@ void tile_grid_avx2(const QTile & t) {
 QTileFn x8_grid_tile_vnni(ggml_type type);  // mul_mat_x8_grid_vnni.cpp
 
 QTileFn x8_grid_tile_for(ggml_type type) {
-    switch (isa::level()) {
-        case isa::Level::avx512_vnni: return x8_grid_tile_vnni(type);
-        case isa::Level::avx2:        break;
+    if (isa::at_least(isa::Level::avx512_vnni)) {
+        return x8_grid_tile_vnni(type);
     }
     switch (type) {
 #define SI_X(type, Block) case type: return tile_grid_avx2<Block>;
@@ -65,14 +64,16 @@ QTileFn x8_grid_tile_for(ggml_type type) {
 }
 
 bool x8_grid_wants_pairs(ggml_type type) {
-    return isa::level() == isa::Level::avx512_vnni && x8_grid_tile_vnni(type) != nullptr;
+    return isa::at_least(isa::Level::avx512_vnni) && x8_grid_tile_vnni(type) != nullptr;
 }
 
 QTileFn x8_tile_vnni(ggml_type type);  // mul_mat_x8_vnni.cpp
 bool    x8_tile_vnni_pairs(ggml_type type);
+QTileFn x8_tile_amx(ggml_type type);   // mul_mat_x8_amx.cpp
+extern const int64_t x8_tile_amx_cols;
 
 bool x8_wants_pairs(ggml_type type) {
-    return isa::level() == isa::Level::avx512_vnni && x8_tile_vnni_pairs(type);
+    return isa::at_least(isa::Level::avx512_vnni) && x8_tile_vnni_pairs(type);
 }
 
 void interleave_pairs(const int8_t * q, int64_t K, int64_t p0, int64_t p1, int32_t * qpair) {
@@ -86,8 +87,15 @@ void interleave_pairs(const int8_t * q, int64_t K, int64_t p0, int64_t p1, int32
     }
 }
 
+int64_t x8_tile_cols(ggml_type type) {
+    return isa::at_least(isa::Level::avx512_amx) && x8_tile_amx(type) != nullptr ? x8_tile_amx_cols : 0;
+}
+
 QTileFn x8_tile_for(ggml_type type) {
     switch (isa::level()) {
+        case isa::Level::avx512_amx:
+            if (QTileFn fn = x8_tile_amx(type)) return fn;
+            return x8_tile_vnni(type);
         case isa::Level::avx512_vnni: return x8_tile_vnni(type);
         case isa::Level::avx2:        break;
     }

@@ -97,6 +97,11 @@ QTileFn qtile_int_form_for(ggml_type type);
 // tiles start on a group and nrows is a multiple of 8.
 QTileFn x8_tile_for(ggml_type type);
 
+// The most columns x8_tile_for(type)'s tiles should take (0: the driver's
+// default): the AMX kernels build a panel of a tile's rows first, which
+// serves every 16 columns of the tile (mul_mat_x8_amx.cpp).
+int64_t x8_tile_cols(ggml_type type);
+
 // The several-column tile kernel of a grid i-quant or ternary type
 // (grid_decode.h) at the process's level, which decodes the tile's rows into
 // groups of 8 first (mul_mat_x8_grid.h); nullptr for any other type. Any

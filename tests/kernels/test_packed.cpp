@@ -292,7 +292,7 @@ float sequential_dot(ggml_type t, const char * row, const float * x, int64_t K) 
 template <class Fn>
 void at_every_level(Fn fn) {
     const isa::Level best = isa::choose(isa::detect());
-    for (isa::Level l : {isa::Level::avx2, isa::Level::avx512_vnni}) {
+    for (isa::Level l : {isa::Level::avx2, isa::Level::avx512_vnni, isa::Level::avx512_amx}) {
         if (!isa::force(l)) continue;
         fn(l);
     }
@@ -310,6 +310,13 @@ TEST(HostIsa, ChoosesByFeatures) {
     EXPECT_EQ(isa::choose(f), isa::Level::avx2);  // AVX-512 without VNNI: nothing to gain here
     f.avx512vnni = true;
     EXPECT_EQ(isa::choose(f), isa::Level::avx512_vnni);
+    f.amx_tile = f.amx_int8 = true;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx512_vnni);  // tiles the OS has not granted
+    f.amx_os = true;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx512_amx);
+    f.amx_int8 = false;
+    EXPECT_EQ(isa::choose(f), isa::Level::avx512_vnni);
+    f.amx_int8 = true;
     f.avx512vl = false;  // the 256-bit forms need VL
     EXPECT_EQ(isa::choose(f), isa::Level::avx2);
 }
@@ -319,7 +326,8 @@ TEST(HostIsa, ForceRefusesWhatTheCpuLacks) {
     EXPECT_EQ(isa::level(), best);
     EXPECT_TRUE(isa::force(isa::Level::avx2));
     EXPECT_EQ(isa::level(), isa::Level::avx2);
-    EXPECT_EQ(isa::force(isa::Level::avx512_vnni), best == isa::Level::avx512_vnni);
+    EXPECT_EQ(isa::force(isa::Level::avx512_vnni), best >= isa::Level::avx512_vnni);
+    EXPECT_EQ(isa::force(isa::Level::avx512_amx), best == isa::Level::avx512_amx);
     EXPECT_TRUE(isa::force(best));
     EXPECT_EQ(isa::level(), best);
 }
@@ -409,6 +417,38 @@ TEST(Packed, MatMulIsTheSequentialBlockLoop) {
                             for (int64_t m = 0; m < M; ++m) {
                                 const char * row = static_cast<const char *>(a->data) + m * a->nb[1] + (i2 / 2) * a->nb[2];
                                 const float ref = sequential_dot(t, row, x, K);
+                                ASSERT_EQ(bits(got[size_t((i2 * N + n) * M + m)]), bits(ref))
+                                    << isa::name(l) << " " << ggml_type_name(t) << " M=" << M << " N=" << N << " i2=" << i2
+                                    << " m=" << m << " n=" << n;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+// Prompt-sized products: column counts around the AMX kernels' 16 (Note
+// [AMX tiles], mul_mat_x8_amx.cpp) and the driver's 32-column tiles, row
+// counts whose last tile has 8 rows, an odd block count (the kernels take
+// blocks in pairs) and weights broadcast over dim 2.
+TEST(Packed, MatMulWideIsTheSequentialBlockLoop) {
+    at_every_level([](isa::Level l) {
+        for (ggml_type t : kPackable) {
+            for (int64_t M : {16, 40}) {
+                for (int64_t N : {16, 17, 33, 48}) {
+                    Ctx c;
+                    const int64_t K = ggml_blck_size(t) == 256 ? 3 * 256 : 13 * 32;
+                    ggml_tensor * a  = weights(c.ctx, t, K, M, 1, uint32_t(3 * M + N), false);
+                    ggml_tensor * ap = weights(c.ctx, t, K, M, 1, uint32_t(3 * M + N), true);
+                    ggml_tensor * b  = activations(c.ctx, K, N, 2, uint32_t(5 * N));
+                    const std::vector<float> got = run_mul_mat(c.ctx, ap, b);
+                    for (int64_t i2 = 0; i2 < 2; ++i2) {
+                        for (int64_t n = 0; n < N; ++n) {
+                            const float * x = static_cast<const float *>(b->data) + (i2 * N + n) * K;
+                            for (int64_t m = 0; m < M; ++m) {
+                                const float ref = sequential_dot(t, static_cast<const char *>(a->data) + m * a->nb[1], x, K);
                                 ASSERT_EQ(bits(got[size_t((i2 * N + n) * M + m)]), bits(ref))
                                     << isa::name(l) << " " << ggml_type_name(t) << " M=" << M << " N=" << N << " i2=" << i2
                                     << " m=" << m << " n=" << n;
