@@ -359,34 +359,39 @@ SI_X8_TARGET void build_super_panel(const uint8_t * g0, const uint8_t * g1, int6
     }
 }
 
-// A super-block's float steps for the 16 columns (Note [AMX super-blocks]):
-// c holds its lo, hi and min tiles, d its rows' d and dmin, dy its columns' scales.
-SI_X8_TARGET inline void scale_super(__m512 * acc, const int32_t (*c)[kTileCols * kTileRows], const float * d, const float * dy) {
-    const __m512 dw = _mm512_load_ps(d), dmin = _mm512_load_ps(d + 16);
+// The float steps of a super-block for the 16 columns, for Q4_K and Q5_K
+// (Note [AMX super-blocks]): c holds its lo, hi and min tiles, d its rows' d
+// and dmin, dy its columns' scales. Their B tiles are unsigned.
+struct SuperMin {
+    static constexpr bool kSignedB = false;
+    SI_X8_TARGET static void finish(__m512 * acc, const int32_t (*c)[kTileCols * kTileRows], const float * d, const float * dy) {
+        const __m512 dw = _mm512_load_ps(d), dmin = _mm512_load_ps(d + 16);
 #pragma GCC unroll 16
-    for (int m = 0; m < kTileCols; ++m) {
-        const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c[0] + kTileRows * m),
-                                              _mm512_slli_epi32(_mm512_load_si512(c[1] + kTileRows * m), 3));
-        const __m512  dym  = _mm512_set1_ps(dy[m]);
-        acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2] + kTileRows * m)), _mm512_mul_ps(dmin, dym), acc[m]);
-        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dym), acc[m]);
+        for (int m = 0; m < kTileCols; ++m) {
+            const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c[0] + kTileRows * m),
+                                                  _mm512_slli_epi32(_mm512_load_si512(c[1] + kTileRows * m), 3));
+            const __m512  dym  = _mm512_set1_ps(dy[m]);
+            acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2] + kTileRows * m)), _mm512_mul_ps(dmin, dym), acc[m]);
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dym), acc[m]);
+        }
     }
-}
+};
 
 // Sub-blocks 2i, 2i + 1 of super-block b (A tile `a`) into the three sums.
-#define SI_TILE_SUPER_PAIR(a, codes, base, K, i)                \
+#define SI_TILE_SUPER_PAIR(DOT, a, codes, base, K, i)          \
     do {                                                        \
         SI_TILE_LOAD(a, (codes) + 64 * (i), K);                 \
         SI_TILE_LOAD(5, (base) + kChunk * (i), 64);             \
-        SI_TILE_DOT_SU(0, a, 5);                                \
+        DOT(0, a, 5);                                           \
         SI_TILE_LOAD(6, (base) + kChunk * (4 + (i)), 64);       \
-        SI_TILE_DOT_SU(1, a, 6);                                \
+        DOT(1, a, 6);                                           \
         SI_TILE_LOAD(7, (base) + kChunk * (8 + (i)), 64);       \
-        SI_TILE_DOT_SU(2, a, 7);                                \
+        DOT(2, a, 7);                                           \
     } while (0)
 
 // 16 rows (the panel) times the 16 columns from tile column cl0; a
 // super-block is scaled while the next one's products run (as columns16).
+template <class Fmt>
 SI_X8_TARGET void columns16_super(const QTile & t, int64_t cl0, const int8_t * panel, float * dy, int64_t nsb) {
     const int64_t  K = t.act.K;
     const int8_t * a = t.act.q + (t.c0 + cl0) * K;
@@ -399,18 +404,23 @@ SI_X8_TARGET void columns16_super(const QTile & t, int64_t cl0, const int8_t * p
         SI_TILE_ZERO(0);
         SI_TILE_ZERO(1);
         SI_TILE_ZERO(2);
-        SI_TILE_SUPER_PAIR(3, a + 256 * b, base, K, 0);
-        SI_TILE_SUPER_PAIR(4, a + 256 * b, base, K, 1);
-        SI_TILE_SUPER_PAIR(3, a + 256 * b, base, K, 2);
-        SI_TILE_SUPER_PAIR(4, a + 256 * b, base, K, 3);
-        if (b > 0) {
-            scale_super(acc, c, reinterpret_cast<const float *>(base - kSuperPanel + 12 * kChunk), dy + 16 * (b - 1));
+        if constexpr (Fmt::kSignedB) {
+            SI_TILE_SUPER_PAIR(SI_TILE_DOT, 3, a + 256 * b, base, K, 0);
+            SI_TILE_SUPER_PAIR(SI_TILE_DOT, 4, a + 256 * b, base, K, 1);
+            SI_TILE_SUPER_PAIR(SI_TILE_DOT, 3, a + 256 * b, base, K, 2);
+            SI_TILE_SUPER_PAIR(SI_TILE_DOT, 4, a + 256 * b, base, K, 3);
+        } else {
+            SI_TILE_SUPER_PAIR(SI_TILE_DOT_SU, 3, a + 256 * b, base, K, 0);
+            SI_TILE_SUPER_PAIR(SI_TILE_DOT_SU, 4, a + 256 * b, base, K, 1);
+            SI_TILE_SUPER_PAIR(SI_TILE_DOT_SU, 3, a + 256 * b, base, K, 2);
+            SI_TILE_SUPER_PAIR(SI_TILE_DOT_SU, 4, a + 256 * b, base, K, 3);
         }
+        if (b > 0) Fmt::finish(acc, c, reinterpret_cast<const float *>(base - kSuperPanel + 12 * kChunk), dy + 16 * (b - 1));
         SI_TILE_STORE(0, c[0], 4 * kTileRows);
         SI_TILE_STORE(1, c[1], 4 * kTileRows);
         SI_TILE_STORE(2, c[2], 4 * kTileRows);
     }
-    scale_super(acc, c, reinterpret_cast<const float *>(panel + kSuperPanel * (nsb - 1) + 12 * kChunk), dy + 16 * (nsb - 1));
+    Fmt::finish(acc, c, reinterpret_cast<const float *>(panel + kSuperPanel * (nsb - 1) + 12 * kChunk), dy + 16 * (nsb - 1));
     for (int m = 0; m < kTileCols; ++m) _mm512_storeu_ps(t.out + (cl0 + m) * t.out_col_stride, acc[m]);
 }
 
@@ -419,19 +429,103 @@ SI_X8_TARGET void columns16_super(const QTile & t, int64_t cl0, const int8_t * p
 // matmul --rotate 2`), us, VNNI -> AMX at 16 / 32 / 64 / 128 columns: 1003 /
 // 1974 / 3903 / 7821 -> 1149 / 1550 / 2410 / 3976; Q5_K 1194 / 2369 / 4684 /
 // 9337 -> 1114 / 1505 / 2258 / 4135.
-template <class K, ggml_type kType>
-SI_X8_TARGET void tile_amx_k(const QTile & t) {
+template <class Fmt, ggml_type kType>
+SI_X8_TARGET void tile_amx_super(const QTile & t) {
     amx_and_rest<kType, 2 * kTileCols>(t, [&](int64_t amx_cols) SI_X8_TARGET {
         const int64_t   nsb   = t.act.K / 256;
         int8_t *        panel = panel_lines(size_t(nsb) * (kSuperPanel / 64 + 1));
         const uint8_t * g0    = reinterpret_cast<const uint8_t *>(t.x);
-        build_super_panel<K>(g0, g0 + packed::kRows * int64_t(t.x_stride), nsb, panel);
+        Fmt::build(g0, g0 + packed::kRows * int64_t(t.x_stride), nsb, panel);
         static constexpr TileConfig kConfig = super_config();
         const TileScope scope(kConfig);
         float * dy = reinterpret_cast<float *>(panel + kSuperPanel * nsb);
-        for (int64_t cl0 = 0; cl0 < amx_cols; cl0 += kTileCols) columns16_super(t, cl0, panel, dy, nsb);
+        for (int64_t cl0 = 0; cl0 < amx_cols; cl0 += kTileCols) columns16_super<Fmt>(t, cl0, panel, dy, nsb);
     });
 }
+
+// The formats of tile_amx_super: Q4_K and Q5_K (K: KQ4_K or KQ5_K).
+template <class K>
+struct SuperMinOf : SuperMin {
+    SI_X8_TARGET static void build(const uint8_t * g0, const uint8_t * g1, int64_t nsb, int8_t * panel) {
+        build_super_panel<K>(g0, g1, nsb, panel);
+    }
+};
+
+// Note [AMX Q6_K]
+// A Q6_K row's super-block is sum_k sc_k * dot(v_k, y_k) over its 16 runs k
+// of 16 elements, with int8 scales sc_k and values v = q - 32 in -32..31
+// (Note at the top of mul_mat_x8_k.h: isum - 32 * offset there). With sc_k
+// in balanced base 7, sc_k = e0 + 7 e1 + 49 e2 with digits e in -3..3, each
+// v * e lies in -96..96: a signed byte. The panel holds the three digits'
+// products in the lo, hi and min tiles of Note [AMX super-blocks], tdpbssd
+// sums each over the super-block, and c0 + 7 c1 + 49 c2 is the integer the
+// other levels sum; then acc = fma(float(that), d * dy, acc), their step.
+struct SuperQ6_K {
+    static constexpr bool kSignedB = true;
+
+    // Each byte of v (signed) times its row's digit (in both 16-bit halves
+    // of the row's lane): products in -96..96.
+    SI_X8_TARGET static __m512i mul_bytes_signed(__m512i v, __m512i f) {
+        const __m512i even = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), f);
+        const __m512i odd  = _mm512_mullo_epi16(_mm512_srai_epi16(v, 8), f);
+        return _mm512_or_si512(_mm512_and_si512(even, _mm512_set1_epi16(0x00ff)), _mm512_slli_epi16(odd, 8));
+    }
+
+    // r / 7 for 0 <= r < 400 (exact there), per int32 lane.
+    SI_X8_TARGET static __m512i div7(__m512i r) { return _mm512_srli_epi32(_mm512_mullo_epi32(r, _mm512_set1_epi32(9363)), 16); }
+
+    SI_X8_TARGET static void build(const uint8_t * g0, const uint8_t * g1, int64_t nsb, int8_t * panel) {
+        for (int64_t b = 0; b < nsb; ++b) {
+            const uint8_t * b0 = g0 + b * int64_t(X8Q6_K::kBlock8);
+            const uint8_t * b1 = g1 + b * int64_t(X8Q6_K::kBlock8);
+            int8_t *        out = panel + kSuperPanel * b;
+            // digit[e][k]: digit e of run k's scale for the 16 rows, in both
+            // 16-bit halves of each row's lane.
+            __m512i digit[3][16];
+#pragma GCC unroll 16
+            for (int k = 0; k < 16; ++k) {
+                const __m512i sc = rows16(lane_byte32(load_w(b0 + X8Q6_K::kScales + 32 * (k / 4)), k % 4),
+                                          lane_byte32(load_w(b1 + X8Q6_K::kScales + 32 * (k / 4)), k % 4));
+                const __m512i r  = _mm512_add_epi32(sc, _mm512_set1_epi32(171));  // 43..298
+                const __m512i r1 = div7(r), r2 = div7(r1);
+                const __m512i e[3] = {_mm512_sub_epi32(r, _mm512_mullo_epi32(r1, _mm512_set1_epi32(7))),
+                                      _mm512_sub_epi32(r1, _mm512_mullo_epi32(r2, _mm512_set1_epi32(7))), r2};
+                for (int i = 0; i < 3; ++i) {
+                    const __m512i x = _mm512_sub_epi32(e[i], _mm512_set1_epi32(3));
+                    digit[i][k] = _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(x, 16));
+                }
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const int h = j / 4, tt = j % 4;
+                int8_t * row = out + kChunk * (j / 2) + 64 * 8 * (j % 2);
+#pragma GCC unroll 8
+                for (int w = 0; w < 8; ++w) {
+                    const __m256i q0 = q6_codes(b0 + 32 * (16 * h + 8 * (tt % 2) + w), b0 + X8Q6_K::kQh + 32 * (8 * h + w), tt);
+                    const __m256i q1 = q6_codes(b1 + 32 * (16 * h + 8 * (tt % 2) + w), b1 + X8Q6_K::kQh + 32 * (8 * h + w), tt);
+                    const __m512i v  = _mm512_sub_epi8(rows16(q0, q1), _mm512_set1_epi8(32));
+                    const int     k  = 2 * j + w / 4;
+                    for (int i = 0; i < 3; ++i) _mm512_store_si512(row + 4 * i * kChunk + 64 * w, mul_bytes_signed(v, digit[i][k]));
+                }
+            }
+            float * d = reinterpret_cast<float *>(out + 12 * kChunk);
+            _mm256_store_ps(d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b0 + X8Q6_K::kD))));
+            _mm256_store_ps(d + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b1 + X8Q6_K::kD))));
+        }
+    }
+
+    SI_X8_TARGET static void finish(__m512 * acc, const int32_t (*c)[kTileCols * kTileRows], const float * d, const float * dy) {
+        const __m512 dw = _mm512_load_ps(d);
+#pragma GCC unroll 16
+        for (int m = 0; m < kTileCols; ++m) {
+            const __m512i c1 = _mm512_load_si512(c[1] + kTileRows * m), c2 = _mm512_load_si512(c[2] + kTileRows * m);
+            const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c[0] + kTileRows * m),
+                                                  _mm512_add_epi32(_mm512_mullo_epi32(c1, _mm512_set1_epi32(7)),
+                                                                   _mm512_mullo_epi32(c2, _mm512_set1_epi32(49))));
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(dy[m])), acc[m]);
+        }
+    }
+};
 
 } // namespace
 
@@ -447,8 +541,9 @@ QTileFn x8_tile_amx(ggml_type type) {
 #define SI_X(name, L) case GGML_TYPE_##name: return tile_amx<L, GGML_TYPE_##name>;
         SI_X8_GROUP_FORMATS(SI_X)
 #undef SI_X
-        case GGML_TYPE_Q4_K: return tile_amx_k<KQ4_K, GGML_TYPE_Q4_K>;
-        case GGML_TYPE_Q5_K: return tile_amx_k<KQ5_K, GGML_TYPE_Q5_K>;
+        case GGML_TYPE_Q4_K: return tile_amx_super<SuperMinOf<KQ4_K>, GGML_TYPE_Q4_K>;
+        case GGML_TYPE_Q5_K: return tile_amx_super<SuperMinOf<KQ5_K>, GGML_TYPE_Q5_K>;
+        case GGML_TYPE_Q6_K: return tile_amx_super<SuperQ6_K, GGML_TYPE_Q6_K>;
         default: return nullptr;
     }
 }
