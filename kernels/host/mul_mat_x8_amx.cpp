@@ -1,5 +1,8 @@
 // Packed-weight MUL_MAT tiles on AMX (the avx512-amx level, isa.h), for the
-// 32-element formats: Q4_0, Q8_0, IQ4_NL, MXFP4 (Note [packed weights]).
+// 32-element formats Q4_0, Q8_0, IQ4_NL, MXFP4 (Note [AMX tiles]) and the
+// super-block formats Q4_K, Q5_K (Note [AMX super-blocks]) and Q6_K (Note
+// [AMX Q6_K]); the layouts are packed.h's (Note [packed weights]). The other
+// packed formats keep the VNNI kernels at this level.
 //
 // Note [AMX tiles]
 // An AMX int8 product (tdpbssd) multiplies a tile A of 16 rows x 64 bytes
@@ -428,7 +431,8 @@ SI_X8_TARGET void columns16_super(const QTile & t, int64_t cl0, const int8_t * p
 // columns' products. Q4_K 8192 x 2048 on the Intel Xeon (2 threads, `standin
 // matmul --rotate 2`), us, VNNI -> AMX at 16 / 32 / 64 / 128 columns: 1003 /
 // 1974 / 3903 / 7821 -> 1149 / 1550 / 2410 / 3976; Q5_K 1194 / 2369 / 4684 /
-// 9337 -> 1114 / 1505 / 2258 / 4135.
+// 9337 -> 1114 / 1505 / 2258 / 4135; Q6_K (Note [AMX Q6_K]) at 32 / 64 / 128
+// columns 2644 / 5827 / 10572 -> 2225 / 2677 / 4603.
 template <class Fmt, ggml_type kType>
 SI_X8_TARGET void tile_amx_super(const QTile & t) {
     amx_and_rest<kType, 2 * kTileCols>(t, [&](int64_t amx_cols) SI_X8_TARGET {
