@@ -56,9 +56,12 @@ constexpr TileConfig blocks_config() {
     TileConfig c{};
     c.palette = 1;
     for (int p = 0; p < 2; ++p) {
-        c.rows[0 + p] = kTileCols, c.colsb[0 + p] = 4 * kTileRows;  // C: 16 columns x 16 int32
-        c.rows[2 + p] = kTileCols, c.colsb[2 + p] = 32;             // A: 16 columns x 32 codes
-        c.rows[4 + p] = 8, c.colsb[4 + p] = 4 * kTileRows;          // B: 8 rows of 4 codes x 16 rows
+        c.rows[0 + p]  = kTileCols;  // C: 16 columns x 16 int32
+        c.colsb[0 + p] = 4 * kTileRows;
+        c.rows[2 + p]  = kTileCols;  // A: 16 columns x 32 codes
+        c.colsb[2 + p] = 32;
+        c.rows[4 + p]  = 8;          // B: 8 rows of 4 codes x 16 weight rows
+        c.colsb[4 + p] = 4 * kTileRows;
     }
     return c;
 }
@@ -192,7 +195,6 @@ SI_X8_TARGET void tile_amx(const QTile & t) {
         for (int64_t cl0 = 0; cl0 < amx_cols; cl0 += kTileCols) columns16(t, cl0, p.codes, p.scales, p.col_scales, nb);
     });
 }
-
 
 } // namespace
 

@@ -57,7 +57,7 @@ SI_X8_TARGET inline void tile_dot() {
     }
 }
 
-// Loads this module's tile configuration for the scope of one call and puts
+// Loads the tile configuration cfg for the scope of one call and puts
 // the thread's previous one back after it (Note [AMX tiles]).
 class TileScope {
 public:
