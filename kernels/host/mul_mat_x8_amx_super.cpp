@@ -130,8 +130,9 @@ SI_X8_TARGET inline void store_factors(float * out, const uint8_t * b0, const ui
 // Q4_K and Q5_K (K: KQ4_K or KQ5_K of mul_mat_x8_k.h).
 template <class K>
 struct SuperMin {
-    static constexpr int  kTiles   = 3;  // lo, hi, min
-    static constexpr bool kSignedB = false;
+    static constexpr size_t kBlock8  = K::kBlock8;
+    static constexpr int    kTiles   = 3;  // lo, hi, min
+    static constexpr bool   kSignedB = false;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
         const KScales k0 = k_scales(b0), k1 = k_scales(b1);
 #pragma GCC unroll 8
@@ -181,8 +182,9 @@ SI_X8_TARGET inline void finish_digits(__m512 * acc, const CTiles & c, const flo
 
 // Q6_K (Note [AMX super-blocks]): runs k of 16, scales in balanced base 7.
 struct SuperQ6_K {
-    static constexpr int  kTiles   = 3;
-    static constexpr bool kSignedB = true;
+    static constexpr size_t kBlock8  = X8Q6_K::kBlock8;
+    static constexpr int    kTiles   = 3;
+    static constexpr bool   kSignedB = true;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
         __m512i digit[16][3];  // run k's digits
 #pragma GCC unroll 16
@@ -211,8 +213,9 @@ struct SuperQ6_K {
 
 // Q3_K (Note [AMX super-blocks]): runs of 16, scales s = (s & 7) + 8 (s >> 3).
 struct SuperQ3_K {
-    static constexpr int  kTiles   = 2;
-    static constexpr bool kSignedB = true;
+    static constexpr size_t kBlock8  = X8Q3_K::kBlock8;
+    static constexpr int    kTiles   = 2;
+    static constexpr bool   kSignedB = true;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
         __m256i s0[4], s1[4];
         q3_scales(b0, s0);
@@ -241,8 +244,9 @@ struct SuperQ3_K {
 
 // Q2_K (Note [AMX super-blocks]): runs of 16, codes times the scale, and the minimums.
 struct SuperQ2_K {
-    static constexpr int  kTiles   = 2;  // isum, min
-    static constexpr bool kSignedB = false;
+    static constexpr size_t kBlock8  = X8Q2_K::kBlock8;
+    static constexpr int    kTiles   = 2;  // isum, min
+    static constexpr bool   kSignedB = false;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
         __m256i sc0[4], mn0[4], sc1[4], mn1[4];
         KQ2_K::scales(b0, sc0, mn0);
@@ -279,8 +283,9 @@ struct SuperQ2_K {
 
 // IQ4_XS (Note [AMX super-blocks]): sub-blocks of 32, levels, scales in balanced base 3.
 struct SuperIQ4_XS {
-    static constexpr int  kTiles   = 4;
-    static constexpr bool kSignedB = true;
+    static constexpr size_t kBlock8  = X8IQ4_XS::kBlock8;
+    static constexpr int    kTiles   = 4;
+    static constexpr bool   kSignedB = true;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
         __m256i s0[2], s1[2];
         iq4_xs_scales(b0, s0);
@@ -374,7 +379,7 @@ SI_X8_TARGET void columns16(const QTile & t, int64_t cl0, const int8_t * panel, 
 
 // From 32 columns: the panel of a super-block costs about as much as 30
 // columns' products (Q4_K at 16 columns: 1149 us on AMX against 1003).
-template <class Fmt, size_t kBlock8, ggml_type kType>
+template <class Fmt, ggml_type kType>
 SI_X8_TARGET void tile_amx_super(const QTile & t) {
     amx_and_rest<kType, 2 * kTileCols>(t, [&](int64_t amx_cols) SI_X8_TARGET {
         constexpr int   kPanel = super_panel<Fmt::kTiles>();
@@ -382,7 +387,9 @@ SI_X8_TARGET void tile_amx_super(const QTile & t) {
         int8_t *        panel  = panel_lines(size_t(nsb) * (kPanel / 64 + 1));
         const uint8_t * g0     = reinterpret_cast<const uint8_t *>(t.x);
         const uint8_t * g1     = g0 + packed::kRows * int64_t(t.x_stride);
-        for (int64_t b = 0; b < nsb; ++b) Fmt::build(g0 + b * int64_t(kBlock8), g1 + b * int64_t(kBlock8), panel + kPanel * b);
+        for (int64_t b = 0; b < nsb; ++b) {
+            Fmt::build(g0 + b * int64_t(Fmt::kBlock8), g1 + b * int64_t(Fmt::kBlock8), panel + kPanel * b);
+        }
         static constexpr TileConfig kConfig = super_config();
         const TileScope scope(kConfig);
         float * dy = reinterpret_cast<float *>(panel + kPanel * nsb);
@@ -390,17 +397,24 @@ SI_X8_TARGET void tile_amx_super(const QTile & t) {
     });
 }
 
+// The format of each packed super-block type (mul_mat_x8_lowbit.h's
+// SI_X8_SUPER_FORMATS lists them; a type without one here does not compile).
+template <ggml_type T> struct AmxSuper;
+template <> struct AmxSuper<GGML_TYPE_Q2_K> { using Fmt = SuperQ2_K; };
+template <> struct AmxSuper<GGML_TYPE_Q3_K> { using Fmt = SuperQ3_K; };
+template <> struct AmxSuper<GGML_TYPE_Q4_K> { using Fmt = SuperMin<KQ4_K>; };
+template <> struct AmxSuper<GGML_TYPE_Q5_K> { using Fmt = SuperMin<KQ5_K>; };
+template <> struct AmxSuper<GGML_TYPE_Q6_K> { using Fmt = SuperQ6_K; };
+template <> struct AmxSuper<GGML_TYPE_IQ4_XS> { using Fmt = SuperIQ4_XS; };
+
 } // namespace
 
 QTileFn x8_tile_amx_super(ggml_type type) {
     switch (type) {
-        case GGML_TYPE_Q4_K:   return tile_amx_super<SuperMin<KQ4_K>, X8Q4_K::kBlock8, GGML_TYPE_Q4_K>;
-        case GGML_TYPE_Q5_K:   return tile_amx_super<SuperMin<KQ5_K>, X8Q5_K::kBlock8, GGML_TYPE_Q5_K>;
-        case GGML_TYPE_Q6_K:   return tile_amx_super<SuperQ6_K, X8Q6_K::kBlock8, GGML_TYPE_Q6_K>;
-        case GGML_TYPE_Q3_K:   return tile_amx_super<SuperQ3_K, X8Q3_K::kBlock8, GGML_TYPE_Q3_K>;
-        case GGML_TYPE_Q2_K:   return tile_amx_super<SuperQ2_K, X8Q2_K::kBlock8, GGML_TYPE_Q2_K>;
-        case GGML_TYPE_IQ4_XS: return tile_amx_super<SuperIQ4_XS, X8IQ4_XS::kBlock8, GGML_TYPE_IQ4_XS>;
-        default:               return nullptr;
+#define SI_X(name, Body) case GGML_TYPE_##name: return tile_amx_super<AmxSuper<GGML_TYPE_##name>::Fmt, GGML_TYPE_##name>;
+        SI_X8_SUPER_FORMATS(SI_X)
+#undef SI_X
+        default: return nullptr;
     }
 }
 
