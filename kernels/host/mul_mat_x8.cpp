@@ -50,8 +50,12 @@ void tile_grid_avx2(const QTile & t) {
 } // namespace
 
 QTileFn x8_grid_tile_vnni(ggml_type type);  // mul_mat_x8_grid_vnni.cpp
+QTileFn x8_grid_tile_amx(ggml_type type);   // mul_mat_x8_amx_super.cpp
 
 QTileFn x8_grid_tile_for(ggml_type type) {
+    if (isa::at_least(isa::Level::avx512_amx)) {
+        if (QTileFn fn = x8_grid_tile_amx(type)) return fn;
+    }
     if (isa::at_least(isa::Level::avx512_vnni)) {
         return x8_grid_tile_vnni(type);
     }
@@ -64,6 +68,8 @@ QTileFn x8_grid_tile_for(ggml_type type) {
 }
 
 bool x8_grid_wants_pairs(ggml_type type) {
+    // As x8_wants_pairs: not where AMX takes the product.
+    if (isa::at_least(isa::Level::avx512_amx) && x8_grid_tile_amx(type) != nullptr) return false;
     return isa::at_least(isa::Level::avx512_vnni) && x8_grid_tile_vnni(type) != nullptr;
 }
 

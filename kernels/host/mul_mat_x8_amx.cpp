@@ -185,7 +185,7 @@ Panel panel_for(int64_t nb) {
 
 template <class F, ggml_type kType>
 SI_X8_TARGET void tile_amx(const QTile & t) {
-    amx_and_rest<kType, kTileCols>(t, [&](int64_t amx_cols) SI_X8_TARGET {
+    amx_and_rest<kTileCols>(t, x8_tile_vnni(kType), [&](int64_t amx_cols) SI_X8_TARGET {
         const int64_t   nb = t.act.K / 32;
         const Panel     p  = panel_for(nb);
         const uint8_t * g0 = reinterpret_cast<const uint8_t *>(t.x);

@@ -14,8 +14,9 @@
 
 namespace standin::kernels::host::mm {
 
-QTileFn x8_tile_vnni(ggml_type type);        // mul_mat_x8_vnni.cpp
-QTileFn x8_tile_amx_super(ggml_type type);   // mul_mat_x8_amx_super.cpp
+QTileFn x8_tile_vnni(ggml_type type);          // mul_mat_x8_vnni.cpp
+QTileFn x8_grid_decoded_vnni(ggml_type type);  // mul_mat_x8_grid_vnni.cpp
+QTileFn x8_tile_amx_super(ggml_type type);     // mul_mat_x8_amx_super.cpp
 
 namespace {
 
@@ -89,9 +90,9 @@ int8_t * panel_lines(size_t lines) {
 
 // The columns a tile runs on AMX (whole runs of 16, in tiles of 16 rows and
 // at least kMinCols columns, so that the panel pays), and the rest on the
-// VNNI kernel of the type.
-template <ggml_type kType, int kMinCols, class Amx>
-SI_X8_TARGET void amx_and_rest(const QTile & t, Amx amx) {
+// VNNI level's kernel `rest_fn`.
+template <int kMinCols, class Amx>
+SI_X8_TARGET void amx_and_rest(const QTile & t, QTileFn rest_fn, Amx amx) {
     const int64_t amx_cols = t.nrows == kTileRows && t.ncols >= kMinCols ? t.ncols / kTileCols * kTileCols : 0;
     if (amx_cols > 0) amx(amx_cols);
     if (amx_cols < t.ncols) {
@@ -99,7 +100,7 @@ SI_X8_TARGET void amx_and_rest(const QTile & t, Amx amx) {
         rest.c0 += amx_cols;
         rest.ncols -= amx_cols;
         rest.out += amx_cols * t.out_col_stride;
-        x8_tile_vnni(kType)(rest);
+        rest_fn(rest);
     }
 }
 

@@ -1,7 +1,8 @@
-// Packed-weight MUL_MAT tiles on AMX for the super-block formats (256
-// elements a super-block; layouts in packed.h): Q4_K, Q5_K, Q6_K, Q3_K, Q2_K
-// and IQ4_XS. What the tiles are and why the results are the other levels'
-// bits: Note [AMX tiles] in mul_mat_x8_amx.cpp.
+// MUL_MAT tiles on AMX for the super-block formats (256 elements a
+// super-block): the packed Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS (layouts
+// in packed.h), and the grid i-quants and ternary types once their tile has
+// decoded them (mul_mat_x8_grid.h). What the tiles are and why the results
+// are the other levels' bits: Note [AMX tiles] in mul_mat_x8_amx.cpp.
 //
 // Note [AMX super-blocks]
 // A super-block of these formats sums, for each of its runs (16 or 32
@@ -28,6 +29,8 @@
 //     2 tiles, Q4_K's float steps with hi = 0.
 //   IQ4_XS: levels -127..113 times the scales ls - 32 (-32..31) in balanced
 //     base 3 (digits -1..1): 4 tiles; C0 + 3 C1 + 9 C2 + 27 C3.
+//   The grid types (decoded): values up to 62 in magnitude, run multipliers
+//     up to 31 in balanced base 5: 3 tiles; C0 + 5 C1 + 25 C2.
 // Tile registers: C i for digit (or minimum) tile i (0..3), A 3 and 4 in
 // turn where 3 C tiles or fewer leave 3 free (else 4), B 5, 6, 7 in turn.
 // Measured on the Intel Xeon (2 threads, `standin matmul --m 8192 --k 2048
@@ -40,6 +43,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define SI_X8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
 #include "kernels/host/mul_mat_x8_amx.h"
+#include "kernels/host/mul_mat_x8_grid.h"
 
 namespace standin::kernels::host::mm {
 
@@ -313,6 +317,41 @@ struct SuperIQ4_XS {
     }
 };
 
+// The grid i-quants and the ternary types, decoded by their tile into X8Grid
+// groups (mul_mat_x8_grid.h, in the VNNI level's form: values plus 128):
+// values |v| <= 62, run multipliers m (odd, at most 31; 1 for the ternary
+// types) in balanced base 5 (digits -2..2, |v e| <= 124); acc = fma(float(C0
+// + 5 C1 + 25 C2), f * dy, acc), the float step of the other levels.
+struct SuperGrid {
+    static constexpr size_t kBlock8  = X8Grid::kBlock8;
+    static constexpr int    kTiles   = 3;
+    static constexpr bool   kSignedB = true;
+    SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
+        __m512i digit[16][3];  // run k's digits
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; ++k) {
+            balanced_digits<5, 3>(rows16(lane_byte32(load_w(b0 + X8Grid::kMult + 32 * (k / 4)), k % 4),
+                                         lane_byte32(load_w(b1 + X8Grid::kMult + 32 * (k / 4)), k % 4)),
+                                  digit[k]);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 8
+            for (int w = 0; w < 8; ++w) {
+                const __m512i v = _mm512_xor_si512(rows16(load_w(b0 + 32 * (8 * j + w)), load_w(b1 + 32 * (8 * j + w))),
+                                                   _mm512_set1_epi8(int8_t(0x80)));
+                for (int i = 0; i < kTiles; ++i) store_word(sb, i, j, w, mul_bytes<true>(v, digit[2 * j + w / 4][i]));
+            }
+        }
+        float * f = reinterpret_cast<float *>(sb + 4 * kTiles * kChunk);
+        _mm256_store_ps(f, _mm256_loadu_ps(reinterpret_cast<const float *>(b0 + X8Grid::kF)));
+        _mm256_store_ps(f + 8, _mm256_loadu_ps(reinterpret_cast<const float *>(b1 + X8Grid::kF)));
+    }
+    SI_X8_TARGET static void finish(__m512 * acc, const CTiles & c, const float * f, const float * dy) {
+        finish_digits<5, kTiles>(acc, c, f, dy);
+    }
+};
+
 // --- the column loop ---------------------------------------------------------------
 
 // Tile i (from kI) of run pair p against A tile kA: B tiles 5, 6, 7 in turn.
@@ -379,9 +418,9 @@ SI_X8_TARGET void columns16(const QTile & t, int64_t cl0, const int8_t * panel, 
 
 // From 32 columns: the panel of a super-block costs about as much as 30
 // columns' products (Q4_K at 16 columns: 1149 us on AMX against 1003).
-template <class Fmt, ggml_type kType>
-SI_X8_TARGET void tile_amx_super(const QTile & t) {
-    amx_and_rest<kType, 2 * kTileCols>(t, [&](int64_t amx_cols) SI_X8_TARGET {
+template <class Fmt>
+SI_X8_TARGET void tile_amx_super(const QTile & t, QTileFn rest_fn) {
+    amx_and_rest<2 * kTileCols>(t, rest_fn, [&](int64_t amx_cols) SI_X8_TARGET {
         constexpr int   kPanel = super_panel<Fmt::kTiles>();
         const int64_t   nsb    = t.act.K / 256;
         int8_t *        panel  = panel_lines(size_t(nsb) * (kPanel / 64 + 1));
@@ -395,6 +434,17 @@ SI_X8_TARGET void tile_amx_super(const QTile & t) {
         float * dy = reinterpret_cast<float *>(panel + kPanel * nsb);
         for (int64_t cl0 = 0; cl0 < amx_cols; cl0 += kTileCols) columns16<Fmt>(t, cl0, panel, dy, nsb);
     });
+}
+
+template <class Fmt, ggml_type kType>
+SI_X8_TARGET void tile_amx_packed(const QTile & t) {
+    tile_amx_super<Fmt>(t, x8_tile_vnni(kType));
+}
+
+// A tile of grid weights: decoded as for the VNNI level, then on tiles.
+template <class B, ggml_type kType>
+SI_X8_TARGET void tile_amx_grid(const QTile & t) {
+    tile_grid_x8<B>(t, true, [](const QTile & d) SI_X8_TARGET { tile_amx_super<SuperGrid>(d, x8_grid_decoded_vnni(kType)); });
 }
 
 // The format of each packed super-block type (mul_mat_x8_lowbit.h's
@@ -411,8 +461,17 @@ template <> struct AmxSuper<GGML_TYPE_IQ4_XS> { using Fmt = SuperIQ4_XS; };
 
 QTileFn x8_tile_amx_super(ggml_type type) {
     switch (type) {
-#define SI_X(name, Body) case GGML_TYPE_##name: return tile_amx_super<AmxSuper<GGML_TYPE_##name>::Fmt, GGML_TYPE_##name>;
+#define SI_X(name, Body) case GGML_TYPE_##name: return tile_amx_packed<AmxSuper<GGML_TYPE_##name>::Fmt, GGML_TYPE_##name>;
         SI_X8_SUPER_FORMATS(SI_X)
+#undef SI_X
+        default: return nullptr;
+    }
+}
+
+QTileFn x8_grid_tile_amx(ggml_type type) {
+    switch (type) {
+#define SI_X(type, Block) case type: return tile_amx_grid<Block, type>;
+        SI_HOST_GRID_TYPES(SI_X)
 #undef SI_X
         default: return nullptr;
     }

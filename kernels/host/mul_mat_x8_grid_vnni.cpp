@@ -26,6 +26,17 @@ SI_X8_TARGET void tile_grid_vnni(const QTile & t) {
 
 } // namespace
 
+// The column loop of this level over a tile already decoded (X8Grid groups,
+// the values plus 128): where the AMX kernels leave columns to this level.
+QTileFn x8_grid_decoded_vnni(ggml_type type) {
+    switch (type) {
+#define SI_X(type, Block) case type: return tile_k_pairs<BodyGrid<Block>>;
+        SI_HOST_GRID_TYPES(SI_X)
+#undef SI_X
+        default: return nullptr;
+    }
+}
+
 QTileFn x8_grid_tile_vnni(ggml_type type) {
     switch (type) {
 #define SI_X(type, Block) case type: return tile_grid_vnni<Block>;

@@ -519,14 +519,14 @@ TEST(QuantMatMul, GridTypesSameBitsAtEveryColumnCountAndLevel) {
                         GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
         for (int64_t M : {117, 21}) {
             // The column alone at each level the CPU has, once for every N.
-            const isa::Level levels[2] = {isa::Level::avx2, isa::Level::avx512_vnni};
-            std::vector<float> alone_at[2];
-            for (int li = 0; li < 2; ++li) {
+            const isa::Level levels[3] = {isa::Level::avx2, isa::Level::avx512_vnni, isa::Level::avx512_amx};
+            std::vector<float> alone_at[3];
+            for (int li = 0; li < 3; ++li) {
                 if (isa::force(levels[li])) matmul_nmse(MatMulCase{t, 3 * 256, M, 1}, 70, &alone_at[li]);
             }
             for (int64_t N : {2, 9, 130}) {
                 std::vector<float> first;
-                for (int li = 0; li < 2; ++li) {
+                for (int li = 0; li < 3; ++li) {
                     if (!isa::force(levels[li])) continue;
                     const std::vector<float> & alone = alone_at[li];
                     std::vector<float> among;
