@@ -23,8 +23,8 @@
 //   Q6_K: values v = q - 32 in -32..31, int8 scales in balanced base 7
 //     (digits -3..3, so |v e| <= 96): 3 tiles; acc = fma(float(C0 + 7 C1 +
 //     49 C2), d * dy, acc), C0 + 7 C1 + 49 C2 being isum - 32 * offset.
-//   Q3_K: values v = c - 4 in -4..3, 6-bit signed scales s = a + 8 b
-//     (a = s & 7, b = s >> 3): 2 tiles; isum - 4 * offset = C0 + 8 C1.
+//   Q3_K: values v = c - 4 in -4..3, 6-bit signed scales in balanced base 9
+//     (digits -4..4): 2 tiles; isum - 4 * offset = C0 + 9 C1.
 //   Q2_K: codes 0..3 times 4-bit scales (at most 45) and the 4-bit minimums:
 //     2 tiles, Q4_K's float steps with hi = 0.
 //   IQ4_XS: levels -127..113 times the scales ls - 32 (-32..31) in balanced
@@ -88,7 +88,7 @@ SI_X8_TARGET inline __m512i mul_bytes(__m512i v, __m512i f) {
     return _mm512_or_si512(_mm512_and_si512(even, _mm512_set1_epi16(0x00ff)), _mm512_slli_epi16(_mm512_mullo_epi16(hi, f), 8));
 }
 
-// r / kD for small r >= 0 (exact below 400 for 3 and 7), per int32 lane.
+// r / kD for 0 <= r < 2000 (exact there for kD = 3, 5, 7, 9; the digits need r < 400), per int32 lane.
 template <int kD>
 SI_X8_TARGET inline __m512i div_small(__m512i r) {
     return _mm512_srli_epi32(_mm512_mullo_epi32(r, _mm512_set1_epi32((65536 + kD - 1) / kD)), 16);
@@ -184,30 +184,42 @@ SI_X8_TARGET inline void finish_digits(__m512 * acc, const CTiles & c, const flo
     }
 }
 
+// The digit tiles of a format with runs of 16 under signed scales: run k's
+// scale (16 rows, int32 lanes) from scale(k), written in kN balanced base-kBase
+// digits, times the signed values value(j, w) of word w of run pair j.
+template <int kBase, int kN, class Scale, class Value>
+SI_X8_TARGET inline void build_runs16(int8_t * sb, Scale scale, Value value) {
+    __m512i digit[16][kN];  // run k's digits
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) balanced_digits<kBase, kN>(scale(k), digit[k]);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 8
+        for (int w = 0; w < 8; ++w) {
+            const __m512i v = value(j, w);
+            for (int i = 0; i < kN; ++i) store_word(sb, i, j, w, mul_bytes<true>(v, digit[2 * j + w / 4][i]));
+        }
+    }
+}
+
 // Q6_K (Note [AMX super-blocks]): runs k of 16, scales in balanced base 7.
 struct SuperQ6_K {
     static constexpr size_t kBlock8  = X8Q6_K::kBlock8;
     static constexpr int    kTiles   = 3;
     static constexpr bool   kSignedB = true;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
-        __m512i digit[16][3];  // run k's digits
-#pragma GCC unroll 16
-        for (int k = 0; k < 16; ++k) {
-            balanced_digits<7, 3>(rows16(lane_byte32(load_w(b0 + X8Q6_K::kScales + 32 * (k / 4)), k % 4),
-                                         lane_byte32(load_w(b1 + X8Q6_K::kScales + 32 * (k / 4)), k % 4)),
-                                  digit[k]);
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-            const int h = j / 4, t = j % 4;
-#pragma GCC unroll 8
-            for (int w = 0; w < 8; ++w) {
+        build_runs16<7, kTiles>(
+            sb,
+            [&](int k) SI_X8_TARGET {
+                return rows16(lane_byte32(load_w(b0 + X8Q6_K::kScales + 32 * (k / 4)), k % 4),
+                              lane_byte32(load_w(b1 + X8Q6_K::kScales + 32 * (k / 4)), k % 4));
+            },
+            [&](int j, int w) SI_X8_TARGET {
+                const int     h  = j / 4, t = j % 4;
                 const __m256i q0 = q6_codes(b0 + 32 * (16 * h + 8 * (t % 2) + w), b0 + X8Q6_K::kQh + 32 * (8 * h + w), t);
                 const __m256i q1 = q6_codes(b1 + 32 * (16 * h + 8 * (t % 2) + w), b1 + X8Q6_K::kQh + 32 * (8 * h + w), t);
-                const __m512i v  = _mm512_sub_epi8(rows16(q0, q1), _mm512_set1_epi8(32));
-                for (int i = 0; i < kTiles; ++i) store_word(sb, i, j, w, mul_bytes<true>(v, digit[2 * j + w / 4][i]));
-            }
-        }
+                return _mm512_sub_epi8(rows16(q0, q1), _mm512_set1_epi8(32));
+            });
         store_factors(reinterpret_cast<float *>(sb + 4 * kTiles * kChunk), b0, b1, X8Q6_K::kD);
     }
     SI_X8_TARGET static void finish(__m512 * acc, const CTiles & c, const float * f, const float * dy) {
@@ -215,7 +227,7 @@ struct SuperQ6_K {
     }
 };
 
-// Q3_K (Note [AMX super-blocks]): runs of 16, scales s = (s & 7) + 8 (s >> 3).
+// Q3_K (Note [AMX super-blocks]): runs of 16, scales in balanced base 9.
 struct SuperQ3_K {
     static constexpr size_t kBlock8  = X8Q3_K::kBlock8;
     static constexpr int    kTiles   = 2;
@@ -224,25 +236,15 @@ struct SuperQ3_K {
         __m256i s0[4], s1[4];
         q3_scales(b0, s0);
         q3_scales(b1, s1);
-        __m512i digit[16][2];
-#pragma GCC unroll 16
-        for (int k = 0; k < 16; ++k) {
-            const __m512i s = rows16(lane_byte32(s0[k / 4], k % 4), lane_byte32(s1[k / 4], k % 4));
-            digit[k][0] = halves16(_mm512_and_si512(s, _mm512_set1_epi32(7)));
-            digit[k][1] = halves16(_mm512_srai_epi32(s, 3));
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-#pragma GCC unroll 8
-            for (int w = 0; w < 8; ++w) {
-                const __m512i v = _mm512_sub_epi8(rows16(q3_codes(b0, j, w), q3_codes(b1, j, w)), _mm512_set1_epi8(4));
-                for (int i = 0; i < kTiles; ++i) store_word(sb, i, j, w, mul_bytes<true>(v, digit[2 * j + w / 4][i]));
-            }
-        }
+        build_runs16<9, kTiles>(
+            sb, [&](int k) SI_X8_TARGET { return rows16(lane_byte32(s0[k / 4], k % 4), lane_byte32(s1[k / 4], k % 4)); },
+            [&](int j, int w) SI_X8_TARGET {
+                return _mm512_sub_epi8(rows16(q3_codes(b0, j, w), q3_codes(b1, j, w)), _mm512_set1_epi8(4));
+            });
         store_factors(reinterpret_cast<float *>(sb + 4 * kTiles * kChunk), b0, b1, X8Q3_K::kD);
     }
     SI_X8_TARGET static void finish(__m512 * acc, const CTiles & c, const float * f, const float * dy) {
-        finish_digits<8, kTiles>(acc, c, f, dy);
+        finish_digits<9, kTiles>(acc, c, f, dy);
     }
 };
 
@@ -327,22 +329,16 @@ struct SuperGrid {
     static constexpr int    kTiles   = 3;
     static constexpr bool   kSignedB = true;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
-        __m512i digit[16][3];  // run k's digits
-#pragma GCC unroll 16
-        for (int k = 0; k < 16; ++k) {
-            balanced_digits<5, 3>(rows16(lane_byte32(load_w(b0 + X8Grid::kMult + 32 * (k / 4)), k % 4),
-                                         lane_byte32(load_w(b1 + X8Grid::kMult + 32 * (k / 4)), k % 4)),
-                                  digit[k]);
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-#pragma GCC unroll 8
-            for (int w = 0; w < 8; ++w) {
-                const __m512i v = _mm512_xor_si512(rows16(load_w(b0 + 32 * (8 * j + w)), load_w(b1 + 32 * (8 * j + w))),
-                                                   _mm512_set1_epi8(int8_t(0x80)));
-                for (int i = 0; i < kTiles; ++i) store_word(sb, i, j, w, mul_bytes<true>(v, digit[2 * j + w / 4][i]));
-            }
-        }
+        build_runs16<5, kTiles>(
+            sb,
+            [&](int k) SI_X8_TARGET {
+                return rows16(lane_byte32(load_w(b0 + X8Grid::kMult + 32 * (k / 4)), k % 4),
+                              lane_byte32(load_w(b1 + X8Grid::kMult + 32 * (k / 4)), k % 4));
+            },
+            [&](int j, int w) SI_X8_TARGET {
+                return _mm512_xor_si512(rows16(load_w(b0 + 32 * (8 * j + w)), load_w(b1 + 32 * (8 * j + w))),
+                                        _mm512_set1_epi8(int8_t(0x80)));
+            });
         float * f = reinterpret_cast<float *>(sb + 4 * kTiles * kChunk);
         _mm256_store_ps(f, _mm256_loadu_ps(reinterpret_cast<const float *>(b0 + X8Grid::kF)));
         _mm256_store_ps(f + 8, _mm256_loadu_ps(reinterpret_cast<const float *>(b1 + X8Grid::kF)));
