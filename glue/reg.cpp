@@ -131,7 +131,6 @@ void choose_host_isa(const diag::Config & cfg) {
                       int(HostIsa::avx512_amx) - 1 == int(isa::Level::avx512_amx),
                   "GGML_STANDIN_HOST_ISA's choices after auto are the levels in order");
     if (cfg.host_isa != diag::Config::HostIsa::auto_) {
-        // The config's choices after auto are the levels in order.
         const isa::Level want = isa::Level(int(cfg.host_isa) - 1);
         if (!isa::force(want)) {
             SI_LOG_WARN("GGML_STANDIN_HOST_ISA=%s: this CPU lacks it; host kernels stay at %s", isa::name(want),

@@ -50,7 +50,7 @@ constexpr int64_t kTileCols = 32;
 // that a row is decoded once for all of them: IQ3_S 2048 x 8192 at 64
 // columns on a Zen 4 (2 threads) took 5.2-5.5 ms in tiles of 128, 6.6 in
 // tiles of 32. Fewer where the wider tiles would leave threads without
-// work (decoded_tile_cols).
+// work (wide_tile_cols).
 constexpr int64_t kDecodedTileCols = 128;
 
 // The column count of a tile whose kernel prefers wide tiles (decoded

@@ -508,7 +508,7 @@ TEST(QuantMatMul, IntFormTypesSameBitsAloneAndAmongColumns) {
 // product (mul_mat_qd.cpp): the same integers and float steps, so the same
 // bits at every column count and level. 117 rows are 8 row tiles, the last
 // ending in a group of 5, so 130 columns take tiles of 128 columns and one
-// of 2 (mul_mat.cpp's decoded_tile_cols, 2 threads); 21 rows are 2 row
+// of 2 (mul_mat.cpp's wide_tile_cols, 2 threads); 21 rows are 2 row
 // tiles, so 130 columns fall back to tiles of 32. Every width of column
 // run appears. Column 0 of each product against that column alone at the
 // same level; every column against the first level's product.
