@@ -69,6 +69,18 @@ SI_X8_TARGET inline __m512i rows16(__m256i g0, __m256i g1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(g0), g1, 1);
 }
 
+// Per-row bytes held 4 to a lane (a group's scale words, 8 rows a vector):
+// byte k % 4 of vectors v0[k / 4] (group 0) and v1[k / 4] (group 1),
+// sign-extended, as 16 rows' int32 lanes.
+SI_X8_TARGET inline __m512i row_byte(const __m256i * v0, const __m256i * v1, int k) {
+    return rows16(lane_byte32(v0[k / 4], k % 4), lane_byte32(v1[k / 4], k % 4));
+}
+
+// The 4 words at p (a block8's run scales or multipliers, runs 4u..4u+3 in word u).
+SI_X8_TARGET inline void load_words4(const uint8_t * p, __m256i * w) {
+    for (int u = 0; u < 4; ++u) w[u] = load_w(p + 32 * u);
+}
+
 // A signed int32 lane value in both 16-bit halves of the lane.
 SI_X8_TARGET inline __m512i halves16(__m512i x) {
     return _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(x, 16));
@@ -141,8 +153,8 @@ struct SuperMin {
         const KScales k0 = k_scales(b0), k1 = k_scales(b1);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-            const __m512i sc = rows16(lane_byte32(k0.sc[j / 4], j % 4), lane_byte32(k1.sc[j / 4], j % 4));
-            const __m512i mn = bytes8(rows16(lane_byte32(k0.mn[j / 4], j % 4), lane_byte32(k1.mn[j / 4], j % 4)));
+            const __m512i sc = row_byte(k0.sc, k1.sc, j);
+            const __m512i mn = bytes8(row_byte(k0.mn, k1.mn, j));
             const __m512i lo = halves16(_mm512_and_si512(sc, _mm512_set1_epi32(7)));
             const __m512i hi = halves16(_mm512_srli_epi32(sc, 3));
 #pragma GCC unroll 8
@@ -208,12 +220,11 @@ struct SuperQ6_K {
     static constexpr int    kTiles   = 3;
     static constexpr bool   kSignedB = true;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
+        __m256i s0[4], s1[4];
+        load_words4(b0 + X8Q6_K::kScales, s0);
+        load_words4(b1 + X8Q6_K::kScales, s1);
         build_runs16<7, kTiles>(
-            sb,
-            [&](int k) SI_X8_TARGET {
-                return rows16(lane_byte32(load_w(b0 + X8Q6_K::kScales + 32 * (k / 4)), k % 4),
-                              lane_byte32(load_w(b1 + X8Q6_K::kScales + 32 * (k / 4)), k % 4));
-            },
+            sb, [&](int k) SI_X8_TARGET { return row_byte(s0, s1, k); },
             [&](int j, int w) SI_X8_TARGET {
                 const int     h  = j / 4, t = j % 4;
                 const __m256i q0 = q6_codes(b0 + 32 * (16 * h + 8 * (t % 2) + w), b0 + X8Q6_K::kQh + 32 * (8 * h + w), t);
@@ -237,7 +248,7 @@ struct SuperQ3_K {
         q3_scales(b0, s0);
         q3_scales(b1, s1);
         build_runs16<9, kTiles>(
-            sb, [&](int k) SI_X8_TARGET { return rows16(lane_byte32(s0[k / 4], k % 4), lane_byte32(s1[k / 4], k % 4)); },
+            sb, [&](int k) SI_X8_TARGET { return row_byte(s0, s1, k); },
             [&](int j, int w) SI_X8_TARGET {
                 return _mm512_sub_epi8(rows16(q3_codes(b0, j, w), q3_codes(b1, j, w)), _mm512_set1_epi8(4));
             });
@@ -260,8 +271,8 @@ struct SuperQ2_K {
         __m512i sc[16], mn[16];
 #pragma GCC unroll 16
         for (int k = 0; k < 16; ++k) {
-            sc[k] = halves16(rows16(lane_byte32(sc0[k / 4], k % 4), lane_byte32(sc1[k / 4], k % 4)));
-            mn[k] = bytes8(rows16(lane_byte32(mn0[k / 4], k % 4), lane_byte32(mn1[k / 4], k % 4)));
+            sc[k] = halves16(row_byte(sc0, sc1, k));
+            mn[k] = bytes8(row_byte(mn0, mn1, k));
         }
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
@@ -301,7 +312,7 @@ struct SuperIQ4_XS {
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
             __m512i digit[4];
-            balanced_digits<3, 4>(rows16(lane_byte32(s0[j / 4], j % 4), lane_byte32(s1[j / 4], j % 4)), digit);
+            balanced_digits<3, 4>(row_byte(s0, s1, j), digit);
 #pragma GCC unroll 8
             for (int w = 0; w < 8; ++w) {
                 // Word w: elements 4w.. of the sub-block, the low nibbles of
@@ -329,12 +340,11 @@ struct SuperGrid {
     static constexpr int    kTiles   = 3;
     static constexpr bool   kSignedB = true;
     SI_X8_TARGET static void build(const uint8_t * b0, const uint8_t * b1, int8_t * sb) {
+        __m256i m0[4], m1[4];
+        load_words4(b0 + X8Grid::kMult, m0);
+        load_words4(b1 + X8Grid::kMult, m1);
         build_runs16<5, kTiles>(
-            sb,
-            [&](int k) SI_X8_TARGET {
-                return rows16(lane_byte32(load_w(b0 + X8Grid::kMult + 32 * (k / 4)), k % 4),
-                              lane_byte32(load_w(b1 + X8Grid::kMult + 32 * (k / 4)), k % 4));
-            },
+            sb, [&](int k) SI_X8_TARGET { return row_byte(m0, m1, k); },
             [&](int j, int w) SI_X8_TARGET {
                 return _mm512_xor_si512(rows16(load_w(b0 + 32 * (8 * j + w)), load_w(b1 + 32 * (8 * j + w))),
                                         _mm512_set1_epi8(int8_t(0x80)));
