@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/swarm/client.h"
+#include "tools/swarm/proc.h"
 
 namespace swarm_test {
 
@@ -57,6 +58,12 @@ inline bool wait_until(const std::function<bool()> & pred, double timeout_s) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return pred();
+}
+
+// True when `pid` no longer runs (gone, or a zombie nobody reaped yet).
+inline bool process_gone(long pid) {
+    std::vector<std::string> f = standin::swarm::proc_stat_fields(pid);
+    return f.empty() || f[0] == "Z";
 }
 
 inline std::string read_file(const std::string & path) {

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "swarm_test_util.h"
+#include "tools/swarm/proc.h"
 
 namespace {
 
@@ -32,18 +33,10 @@ bool has_line(const std::vector<json> & logs, const std::string & stream, const 
     return false;
 }
 
-// True when `pid` no longer runs (gone, or a zombie nobody reaped yet).
-bool process_gone(long pid) {
-    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    std::size_t rp   = stat.rfind(')');
-    return stat.empty() || (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z');
-}
-
-// The parent of a live process (/proc/PID/stat: "pid (comm) state ppid ..."); 0 if unreadable.
+// The parent of a live process; 0 if unreadable.
 long parent_of(long pid) {
-    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    std::size_t rp   = stat.rfind(')');
-    return rp == std::string::npos || rp + 4 > stat.size() ? 0 : std::atol(stat.c_str() + rp + 4);
+    std::vector<std::string> f = standin::swarm::proc_stat_fields(pid);
+    return f.size() > 1 ? std::atol(f[1].c_str()) : 0;
 }
 
 TEST(SwarmDaemon, SubmitRunsJobsAndTheSessionCompletesByItself) {

@@ -62,12 +62,6 @@ struct Fds {
     }
 };
 
-bool process_alive(long pid) {
-    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    std::size_t rp   = stat.rfind(')');
-    return !stat.empty() && rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] != 'Z';
-}
-
 void sql(const std::string & db_path, const std::string & statement) {
     sqlite3 * db = nullptr;
     ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
@@ -97,7 +91,7 @@ TEST(SwarmFaults, SecondDaemonAfterTheLockFileIsDeletedRefusesToStart) {
     EXPECT_TRUE(contains(read_file(log), "is in use by another standind")) << read_file(log);
     EXPECT_FALSE(contains(read_file(log), "recovery")) << read_file(log);
 
-    EXPECT_TRUE(process_alive(job_pid));
+    EXPECT_TRUE(!process_gone(job_pid));
     json s = dm.call({{"op", "show"}, {"session", id}})["session"];
     EXPECT_EQ(s["job_list"][0]["state"], "running") << s.dump(2);
     EXPECT_TRUE(dm.call({{"op", "cancel"}, {"session", id}}).value("ok", false));

@@ -10,8 +10,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,6 +17,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "tools/swarm/proc.h"
 
 namespace standin::swarmd {
 
@@ -257,27 +257,10 @@ RunResult run_process(const Spawn & sp, const RunHooks & h) {
 
 namespace {
 
-// Fields of /proc/PID/stat after the command name (which may hold spaces):
-// [0] is field 3 (state), [2] field 5 (pgrp), [19] field 22 (starttime).
-std::vector<std::string> stat_fields(long pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string   s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::size_t   rp = s.rfind(')');
-    std::vector<std::string> out;
-    if (rp == std::string::npos) {
-        return out;
-    }
-    std::istringstream rest(s.substr(rp + 1));
-    for (std::string f; rest >> f;) {
-        out.push_back(f);
-    }
-    return out;
-}
-
+// Whether `marker` is one of the environment entries of process `pid`.
 bool environ_has(long pid, const std::string & marker) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-    std::string   s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::size_t   at = 0;
+    const std::string s  = swarm::proc_file(pid, "environ");
+    std::size_t       at = 0;
     while (at < s.size()) {
         std::size_t end = s.find('\0', at);
         if (s.compare(at, (end == std::string::npos ? s.size() : end) - at, marker) == 0) {
@@ -294,7 +277,7 @@ bool environ_has(long pid, const std::string & marker) {
 } // namespace
 
 long long process_start_time(long pid) {
-    std::vector<std::string> f = stat_fields(pid);
+    std::vector<std::string> f = swarm::proc_stat_fields(pid);
     return f.size() > 19 ? std::atoll(f[19].c_str()) : 0;
 }
 
@@ -313,7 +296,7 @@ int kill_orphan_group(long pgid, const std::string & marker) {
         if (end == e->d_name || *end != '\0' || pid <= 1) {
             continue;
         }
-        std::vector<std::string> f = stat_fields(pid);
+        std::vector<std::string> f = swarm::proc_stat_fields(pid);
         if (f.size() > 2 && std::atol(f[2].c_str()) == pgid && environ_has(pid, marker) &&
             ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) {
             ++n;

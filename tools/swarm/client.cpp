@@ -4,13 +4,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "tools/swarm/proc.h"
 #include "tools/swarm/protocol.h"
 
 namespace standin::swarm {
@@ -33,10 +33,8 @@ std::string peer_state(int fd) {
     if (fd < 0 || ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
         return "";
     }
-    std::ifstream in("/proc/" + std::to_string(cred.pid) + "/stat");
-    std::string   stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::size_t   rp = stat.rfind(')');
-    char          st = rp != std::string::npos && rp + 2 < stat.size() ? stat[rp + 2] : '?';
+    const std::vector<std::string> f  = proc_stat_fields(cred.pid);
+    const char                     st = f.empty() || f[0].empty() ? '?' : f[0][0];
     const std::string pid = std::to_string(cred.pid);
     if (st == 'T' || st == 't') {
         return "; standind (pid " + pid + ") is stopped: resume it with `kill -CONT " + pid + "`";
