@@ -5,29 +5,36 @@
 //   weights            columns       kernel
 //   Q4_0..Q5_1, Q8_0   1..5          integer mat-vec (mul_mat_vec_q8.cu)
 //   Q4_K, Q5_K, Q6_K   1..2          integer mat-vec (mul_mat_vec_k.cu)
-//   Q4_0..Q6_K         3(5)..127     integer tensor-core product (mmq.cu),
+//   IQ4_NL, IQ4_XS,    1..8          integer mat-vec, a lane per block
+//   MXFP4                            (mul_mat_vec_q8.cu)
+//   the formats above  3(5, 9)..127  integer tensor-core product (mmq.cu),
 //                                    8..64 columns per tile
 //                      128..         cuBLAS over weights decoded to F16
 //                                    (mul_mat_blas.cu) when it is loaded,
 //                                    else mmq.cu
 //   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
 //                      9..           cuBLAS, else the tiled TF32 kernel
-//   integer-form       1..8          integer mat-vec: IQ4_NL, IQ4_XS, MXFP4
-//   (Q2_K, Q3_K, IQ*,                a lane per block (mul_mat_vec_q8.cu) where
-//                                    K % 256 and 8-byte aligned rows, the rest
-//                                    over decode_run's runs (mul_mat_vec_run.cu)
-//   MXFP4, NVFP4,      9..           cuBLAS over weights decoded to F16,
-//   Q1_0, Q2_0)                      else the tiled TF32 kernel (weight_types.h
+//   other integer-     1..8          integer mat-vec: a lane per block where
+//   form (Q2_K, Q3_K,                K % 256 and 8-byte aligned rows, the rest
+//   IQ1..IQ3, NVFP4,                 over decode_run's runs (mul_mat_vec_run.cu)
+//   Q1_0, Q2_0)        9..           cuBLAS over weights decoded to F16,
+//                                    else the tiled TF32 kernel (weight_types.h
 //                                    lists them)
-//   IQ4_NL, IQ4_XS,    (mmq has formats for them, taken only with
-//   MXFP4               GGML_STANDIN_MMQ=all until they pay: mmq_in_table)
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
 // mat-vecs beat mmq up to the counts of vec_int below; mmq is ahead of
 // ggml-cuda at 8 to 16 columns (Q4_0 1.23-1.26), level at 24, 32 and 64
 // (0.98-1.00), behind at 48 and 96 (0.80, 0.68; Q8_0 and the K formats
-// 0.6-0.9 from 24: summary-64.txt), and from 128 the F16 GEMM is faster.
+// 0.6-0.9 from 24: summary-64.txt), and from 128 the F16 GEMM is faster. On
+// the H100 with the 48-column tiles and the sector-wide copies (summary-88.txt)
+// Q4_0 at 48 / 96 columns takes 0.93 / 0.82 of ggml-cuda's speed, Q4_K 0.95 /
+// 0.78. The 4-bit table formats joined mmq's counts when the F16 decode and
+// cuBLAS they had taken from 9 columns measured far slower (IQ4_XS 4096 x
+// 14336 at 16 / 64 / 128 columns 177 / 181 / 188 us against mmq's 43 / 77 /
+// 126 and ggml-cuda's 40 / 66 / 97; 1B IQ4_XS batched decode at 16 / 32 / 64
+// sequences 0.58 / 0.58 / 0.74 of ggml-cuda, with mmq 1.13 / 1.03 / 0.99:
+// summary-89.txt).
 //
-// Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 8), weight rows per block
+// Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 6, 8), weight rows per block
 // 64 * mw (mw = 1, 2); SI_MMQ_SHAPES lists the pairs mmq.cu builds. When the
 // tiles alone would not fill the GPU twice over,
 // K is split across a thread-block cluster of `splits` blocks that meet in
@@ -83,7 +90,7 @@ struct Choice {
 // slower in a model on the H100 (results/h200/summary-84.txt: 8B Q4_0 pp512
 // with cuBLAS off 9461-9591 t/s against 10077-10115; Q4_K / Q5_K products
 // slower at every count from 64 columns, spilling), so there are none.
-#define SI_MMQ_SHAPES(X) X(1, 1) X(2, 1) X(4, 1) X(8, 1) X(8, 2)
+#define SI_MMQ_SHAPES(X) X(1, 1) X(2, 1) X(4, 1) X(8, 1) X(6, 2) X(8, 2)
 
 constexpr int kVecMaxN = 8;      // float weights: the mat-vec up to here
 constexpr int kBlasOverMmqN = 128;  // block weights: cuBLAS (when loaded) from here
@@ -137,23 +144,8 @@ inline bool mmq_can(const Problem & p) {
     return chunk > 0 && p.K % chunk == 0 && p.rows_aligned && p.M > 0 && p.N > 0;
 }
 
-// Whether the table (GGML_STANDIN_MMQ=auto) gives mmq its counts for the
-// type; GGML_STANDIN_MMQ=all gives it every count of every type it has a
-// format for. The 4-bit table formats' (IQ4_NL, IQ4_XS, MXFP4) are correct
-// on the H200 (results/h200/summary-75.txt: test-backend-ops MUL_MAT with mmq
-// everywhere 75/75, mmq running where rows are 16-byte aligned, i.e. IQ4_NL
-// at every K, MXFP4 at K = 1024 and 4096, IQ4_XS at 4096; MXFP4 4096 x 14336
-// within NMSE 3.5e-8 of ggml-cuda) but not yet shown to pay: MXFP4 took 54 /
-// 73 / 124 us at 16 / 32 / 64 columns against ggml-cuda's 47 / 57 / 72, and
-// the F16 decode with cuBLAS the table picks there was not measured beside it.
-inline bool mmq_in_table(ggml_type t) {
-    return t != GGML_TYPE_IQ4_NL && t != GGML_TYPE_IQ4_XS && t != GGML_TYPE_MXFP4;
-}
-
 // Whether mmq may take the product: a kernel for it, and the knob allows it.
-inline bool mmq_allowed(const Problem & p) {
-    return mmq_can(p) && p.mmq_mode != 1 && (mmq_in_table(p.type) || p.mmq_mode == 2);
-}
+inline bool mmq_allowed(const Problem & p) { return mmq_can(p) && p.mmq_mode != 1; }
 
 // Tile shape and K split for mmq.
 inline Choice mmq_choice(const Problem & p) {
@@ -161,13 +153,20 @@ inline Choice mmq_choice(const Problem & p) {
     c.path = Path::mmq;
     const int64_t n8 = (p.N + 7) / 8;
     c.nt = n8 <= 1 ? 1 : n8 <= 2 ? 2 : n8 <= 4 ? 4 : kMmqMaxCols / 8;
+    // 48-column tiles where they cover the columns with fewer computed
+    // columns than 64-column ones (33-48, 65-96, 129-144, ...). Measured
+    // together with mmq.cu's sector-wide copies and TF32 minimum (4096 x
+    // 14336 on the H100 at 48 / 96 columns, us; summary-88.txt): Q4_0 64.7 /
+    // 104.0 against 66.7-73.3 / 123.3 before the three, Q4_K 67.2-78.7 /
+    // 119.9 against 96.3-97.4 / 162.8-163.8.
+    if (c.nt == 8 && p.M >= 128 && (n8 + 5) / 6 * 6 < (n8 + 7) / 8 * 8) c.nt = 6;
     // Wide tiles: 128 rows per block, each warp's B fragments serving two
     // m-tiles (half the shared-memory reads per product). Measured on the
     // H200 (4096 x 14336, `standin matmul`, results/h200/summary-43.txt): 48
     // / 64 columns of Q4_0 91.7 / 96.5 us against 108.7 / 114.4 with 64 rows
     // (the rows alone no longer fill the GPU; the K split does). Narrow tiles
     // are bound by weight bytes and keep 64 rows, for more blocks.
-    c.mw = c.nt == 8 && p.M >= 128 ? 2 : 1;
+    c.mw = c.nt >= 6 && p.M >= 128 ? 2 : 1;
     const int64_t rows = 64 * c.mw;
     const int64_t blocks = (p.M + rows - 1) / rows * ((p.N + 8 * c.nt - 1) / (8 * c.nt)) * p.matrices;
     // Narrow tiles are latency-bound: four blocks per SM keep enough weight

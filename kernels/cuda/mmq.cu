@@ -56,6 +56,20 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, u
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
+// c += a * b on the TF32 tensor cores (m16n8k8, float accumulators in the
+// layout of the integer products' sums).
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
 // The B fragments (activation codes, k32 x n8) of NT n-tiles of one
 // sub-block: `q` is this lane's ldmatrix row (column 8 * (lane / 16 % 2) +
 // lane % 8 of the tile, bytes 16 * (lane / 8 % 2) on of the sub-block), so
@@ -114,6 +128,8 @@ template <int T, int NT, int MW, int kStages>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __grid_constant__ MmqArgs p) {
     using F = Fmt<T>;
     using L = Tile<T, NT, MW, kStages>;
+    // The minimum term on TF32 tensor cores (below, at the chunk's start).
+    constexpr bool kMinByTf32 = F::kMin && !F::kSplit16 && L::kSubs == 8;
     extern __shared__ __align__(16) uint8_t smem[];
 
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid / 32;
@@ -135,42 +151,72 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
             reinterpret_cast<const uint8_t *>(p.a + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3);
         const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
 
-        // Each thread copies the same pieces of every chunk: weight row
-        // tid / kTpr (rows past M re-read row M - 1, never stored), pieces
-        // tid % kTpr, + kTpr, ...; activation column tid / kQPieces + j *
+        // Each thread copies the same pieces of every chunk: weight rows
+        // tid / kTpr + j * kWRows (rows past M zero-filled, never stored),
+        // pieces tid % kTpr, + kTpr, ...; activation column tid / kQPieces + j *
         // kQCols, piece tid % kQPieces; and the scales (sub-block, column) of
         // index i = tid + 128 j, staged at i (sub-block-major). Where they
         // come from is worked out once here, as offsets from the tile's
         // first row and column, so a chunk costs one add per copy (the
         // addresses had been over a third of the kernel's instructions).
-        constexpr int kTpr = kThreads / L::BM > 0 ? kThreads / L::BM : 1;
+        // At least 32 bytes of a row per group of lanes: neighbouring lanes'
+        // pieces then fill whole 32-byte sectors of L2 (with 128-row tiles
+        // each lane had copied a row of its own, one piece per row and
+        // request). With the minimum on TF32 and the 48-column tiles
+        // (mm_plan.h), 4096 x 14336 on the H100, us, before -> after
+        // (results/h200/summary-88.txt): Q4_0 96 columns 123.3 -> 104.0, 512
+        // 323.3 -> 314.0; Q8_0 96 142.9 -> 123.4; Q4_K 96 163.8 -> 119.9, 512
+        // 442.1 -> 371.4; Q6_K 512 634.6 -> 491.8 (ggml-cuda 85.2, 310.3,
+        // 91.6, 93.4, 348.1, 425.7).
+        constexpr int kTprMin = 32 / L::kPiece;
+        constexpr int kTpr = kThreads / L::BM > kTprMin ? kThreads / L::BM : kTprMin;
+        constexpr int kWRows = kThreads / kTpr, kWPasses = L::BM / kWRows;
         constexpr int kWPieces = L::kCB / L::kPiece, kWIters = (kWPieces + kTpr - 1) / kTpr;
         constexpr int kQPieces = L::kCE / 16, kQCols = kThreads / kQPieces, kQIters = L::BN / kQCols;
         constexpr int kDIters = (L::BN * L::kSubs + kThreads - 1) / kThreads;
         static_assert(kThreads % kQPieces == 0 && L::BN % kQCols == 0, "whole columns per pass");
+        static_assert(kWPasses * kWRows == L::BM, "whole row passes");
         const int w_row = tid / kTpr;
-        const uint8_t * w_src = wbase + (m0 + w_row < p.M ? m0 + w_row : p.M - 1) * p.a_nb1 + (tid % kTpr) * L::kPiece;
+        const int64_t w_pass = kWRows * p.a_nb1;
+        const uint8_t * w_src = wbase + (m0 + w_row < p.M ? m0 + w_row : 0) * p.a_nb1 + (tid % kTpr) * L::kPiece;
+        uint32_t w_in = 0;
+#pragma unroll
+        for (int j = 0; j < kWPasses; ++j) w_in |= uint32_t(m0 + w_row + j * kWRows < p.M) << j;
         // Activation column tid / kQPieces + j * kQCols of the tile starts
-        // j * kQCols * K bytes after column tid / kQPieces; the scales of
-        // index tid + 128 j are those of column tid % BN (128 is a multiple of
-        // BN), sub-block tid / BN + j * 128 / BN.
-        static_assert(kThreads % L::BN == 0, "one scale column per thread");
+        // j * kQCols * K bytes after column tid / kQPieces. The scales of
+        // index i = tid + 128 j are those of column i % BN, sub-block i / BN:
+        // where 128 is a multiple of BN, column tid % BN and sub-block
+        // tid / BN + j * 128 / BN (constant offsets); else offsets per j.
+        constexpr bool kDOneCol = kThreads % L::BN == 0;
         const int8_t * q_src = p.q + (col0 + n0 + tid / kQPieces) * p.K + (tid % kQPieces) * 16;
-        const float2 * d_src = p.ds + (col0 + n0 + tid % L::BN) * (p.K / 32) + tid / L::BN;
-        const bool d_in = n0 + tid % L::BN < p.N;
+        const float2 * d_src =
+            p.ds + (col0 + n0 + (kDOneCol ? tid % L::BN : 0)) * (p.K / 32) + (kDOneCol ? tid / L::BN : 0);
+        const bool d_one_in = n0 + tid % L::BN < p.N;
+        int d_off[kDOneCol ? 1 : kDIters];
+        uint32_t d_in = 0;
+        if constexpr (!kDOneCol) {
+#pragma unroll
+            for (int j = 0; j < kDIters; ++j) {
+                const int i = tid + j * kThreads;
+                d_off[j] = (i % L::BN) * int(p.K / 32) + i / L::BN;
+                d_in |= uint32_t(n0 + i % L::BN < p.N) << j;
+            }
+        }
         uint32_t q_in = 0;
 #pragma unroll
         for (int j = 0; j < kQIters; ++j) q_in |= uint32_t(n0 + tid / kQPieces + j * kQCols < p.N) << j;
         // Weights (never written by a kernel) may be fetched before the
         // previous kernel is done; activations only after (Note [dependent launch]).
         auto load_w = [&](int c, int stage) {
-            if (w_row < L::BM) {
-                const uint8_t * src = w_src + size_t(c) * L::kCB;
-                uint8_t * dst = smem + stage * L::kStage + w_row * L::kWStride + (tid % kTpr) * L::kPiece;
+            const uint8_t * src = w_src + size_t(c) * L::kCB;
+            uint8_t * dst = smem + stage * L::kStage + w_row * L::kWStride + (tid % kTpr) * L::kPiece;
+#pragma unroll
+            for (int r = 0; r < kWPasses; ++r) {
 #pragma unroll
                 for (int j = 0; j < kWIters; ++j) {
                     if (kWIters * kTpr == kWPieces || tid % kTpr + j * kTpr < kWPieces) {
-                        cp_async<L::kPiece>(dst + j * kTpr * L::kPiece, src + j * kTpr * L::kPiece, true);
+                        cp_async<L::kPiece>(dst + r * kWRows * L::kWStride + j * kTpr * L::kPiece,
+                                            src + r * w_pass + j * kTpr * L::kPiece, (w_in >> r) & 1u);
                     }
                 }
             }
@@ -188,7 +234,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
 #pragma unroll
             for (int j = 0; j < kDIters; ++j) {
                 if (j * kThreads + kThreads <= L::BN * L::kSubs || tid + j * kThreads < L::BN * L::kSubs) {
-                    cp_async<8>(D + j * kThreads * 8, dc + j * (kThreads / L::BN), d_in);
+                    if constexpr (kDOneCol) {
+                        cp_async<8>(D + j * kThreads * 8, dc + j * (kThreads / L::BN), d_one_in);
+                    } else {
+                        cp_async<8>(D + j * kThreads * 8, dc + d_off[kDOneCol ? 0 : j], (d_in >> j) & 1u);
+                    }
                 }
             }
         };
@@ -230,6 +280,36 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
             const uint8_t * Q = W + L::kStageW;
             const float4 * D = reinterpret_cast<const float4 *>(Q + L::kStageQ);
             const uint8_t * qb = Q + b_row * L::kQStride + b_half;
+            // The formats' minimum: sum over the chunk's 8 sub-blocks of
+            // mn[row, s] * ds.y[s, col], a product of 16 x 8 and 8 x 8 per
+            // fragment, on the TF32 tensor cores instead of 32 FMAs per lane.
+            // TF32 keeps 10 mantissa bits of each factor, so each term is off
+            // by at most about 1e-3 of itself: well below the int8 rounding
+            // of the activations that ds.y sums (MUL_MAT and MUL_MAT_ID with
+            // cuBLAS off and with mmq everywhere pass, summary-88.txt).
+            if constexpr (kMinByTf32) {
+                const float2 * D2 = reinterpret_cast<const float2 *>(Q + L::kStageQ);
+                uint32_t am[MW][4];
+#pragma unroll
+                for (int mt = 0; mt < MW; ++mt) {
+                    const uint8_t * r0 = W + (warp * 16 * MW + mt * 16 + g) * L::kWStride;
+                    const uint8_t * r8 = r0 + 8 * L::kWStride;
+                    float sc_unused, m[4];
+                    F::scale(r0, t, sc_unused, m[0]);
+                    F::scale(r8, t, sc_unused, m[1]);
+                    F::scale(r0, t + 4, sc_unused, m[2]);
+                    F::scale(r8, t + 4, sc_unused, m[3]);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) am[mt][i] = to_tf32(m[i]);
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    const uint32_t b0 = to_tf32(D2[t * L::BN + nt * 8 + g].y);
+                    const uint32_t b1 = to_tf32(D2[(t + 4) * L::BN + nt * 8 + g].y);
+#pragma unroll
+                    for (int mt = 0; mt < MW; ++mt) mma_tf32(acc[mt][nt], am[mt], b0, b1);
+                }
+            }
             // Two sub-blocks per iteration: the second's shared-memory reads
             // issue while the first's products run (24 to 64 columns of Q4_0
             // 3-6% faster, summary-63.txt).
@@ -271,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                             o[1] = fmaf(sc[mt][0] * ds.z, float(ci[1]), o[1]);
                             o[2] = fmaf(sc[mt][1] * ds.x, float(ci[2]), o[2]);
                             o[3] = fmaf(sc[mt][1] * ds.z, float(ci[3]), o[3]);
-                            if constexpr (F::kMin) {
+                            if constexpr (F::kMin && !kMinByTf32) {
                                 o[0] = fmaf(mn[mt][0], ds.y, o[0]);
                                 o[1] = fmaf(mn[mt][0], ds.w, o[1]);
                                 o[2] = fmaf(mn[mt][1], ds.y, o[2]);

@@ -47,6 +47,15 @@ bool is_mmq_shape(const plan::Choice & c) {
     return false;
 }
 
+// An mmq tile as wide as the columns up to 48, and no more columns computed
+// in all than the widest tiles would compute.
+void expect_tile_fits(const plan::Choice & c, ggml_type t, int64_t n) {
+    const int64_t w = 8 * c.nt, widest = plan::kMmqMaxCols;
+    EXPECT_GE(w, n < 48 ? n : 48) << ggml_type_name(t) << " n=" << n << ": a tile narrower than needed";
+    EXPECT_LE((n + w - 1) / w * w, (n + widest - 1) / widest * widest)
+        << ggml_type_name(t) << " n=" << n << ": more padding than " << widest << "-column tiles";
+}
+
 plan::Problem problem(ggml_type t, int64_t n) {
     plan::Problem p{};
     p.type = t;
@@ -76,7 +85,7 @@ TEST(ProductPlan, EveryClaimedTypeHasAKernelForEveryColumnCount) {
                     << ggml_type_name(t) << " n=" << n;
                 continue;
             }
-            if (kernels::cuda::is_int_form_weight(t)) {
+            if (kernels::cuda::is_int_form_weight(t) && plan::mmq_chunk(t) == 0) {
                 // Their integer mat-vec, then the F16 decode and cuBLAS, or
                 // without cuBLAS the tiled kernel (which decodes their runs).
                 EXPECT_EQ(c.path, n <= plan::kVecMaxN ? plan::Path::vec_int : plan::Path::blas)
@@ -101,8 +110,7 @@ TEST(ProductPlan, EveryClaimedTypeHasAKernelForEveryColumnCount) {
                 EXPECT_TRUE(is_mmq_shape(c)) << "no kernel for nt " << c.nt << " mw " << c.mw;
                 EXPECT_GE(c.split, 1);
                 EXPECT_LE(c.split, 8);
-                EXPECT_GE(int64_t(8 * c.nt), n < plan::kMmqMaxCols ? n : plan::kMmqMaxCols)
-                    << ggml_type_name(t) << " n=" << n << ": a tile narrower than needed";
+                expect_tile_fits(c, t, n);
             }
         }
     }
@@ -171,27 +179,26 @@ TEST(ProductPlan, IntegerFormTypesTakeTheirMatVecThenDecodedGemms) {
     }
 }
 
-// The 4-bit table formats have mmq formats (mmq_formats.cuh), correct on the
-// H200 but not yet shown to pay: the table keeps their paths (mat-vec, then
-// the F16 decode and cuBLAS), and GGML_STANDIN_MMQ=all gives them to mmq at
-// every count, as it does the other formats.
-TEST(ProductPlan, TableFormatsTakeMmqOnlyWhenAskedTo) {
+// The 4-bit table formats: their integer mat-vec up to 8 columns, mmq from 9
+// (the F16 decode and cuBLAS they had taken there measured 3-4x slower), cuBLAS
+// from kBlasOverMmqN as the other block formats; GGML_STANDIN_MMQ=all gives
+// them to mmq at every count, and rows mmq cannot stage keep the other paths.
+TEST(ProductPlan, TableFormatsTakeTheirMatVecThenMmq) {
     for (ggml_type t : {GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4}) {
         EXPECT_EQ(plan::mmq_chunk(t), 256) << ggml_type_name(t);
-        EXPECT_FALSE(plan::mmq_in_table(t)) << ggml_type_name(t);
         for (int64_t n = 1; n <= 4096; ++n) {
-            EXPECT_EQ(plan::choose(problem(t, n)).path, n <= plan::kVecMaxN ? plan::Path::vec_int : plan::Path::blas)
-                << ggml_type_name(t) << " n=" << n;
+            const plan::Choice table = plan::choose(problem(t, n));
+            const plan::Path   want  = n <= plan::kVecMaxN        ? plan::Path::vec_int
+                                       : n < plan::kBlasOverMmqN ? plan::Path::mmq
+                                                                 : plan::Path::blas;
+            EXPECT_EQ(table.path, want) << ggml_type_name(t) << " n=" << n << " gets " << plan::path_name(table.path);
             plan::Problem p = problem(t, n);
             p.mmq_mode = 2;
             const plan::Choice c = plan::choose(p);
             EXPECT_EQ(c.path, plan::Path::mmq) << ggml_type_name(t) << " n=" << n << " with GGML_STANDIN_MMQ=all";
-            EXPECT_GE(int64_t(8 * c.nt), n < plan::kMmqMaxCols ? n : plan::kMmqMaxCols) << "a tile narrower than needed";
-            p.rows_aligned = false;  // rows mmq cannot stage: the table's paths again
+            expect_tile_fits(c, t, n);
+            p.rows_aligned = false;  // rows mmq cannot stage: the table's other paths
             EXPECT_NE(plan::choose(p).path, plan::Path::mmq) << ggml_type_name(t) << " n=" << n;
         }
-    }
-    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
-        EXPECT_TRUE(plan::mmq_in_table(t)) << ggml_type_name(t);
     }
 }
