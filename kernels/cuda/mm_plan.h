@@ -25,9 +25,9 @@
 // ggml-cuda at 8 to 16 columns (Q4_0 1.23-1.26), level at 24, 32 and 64
 // (0.98-1.00), behind at 48 and 96 (0.80, 0.68; Q8_0 and the K formats
 // 0.6-0.9 from 24: summary-64.txt), and from 128 the F16 GEMM is faster. On
-// the H100 with the 48-column tiles and the sector-wide copies (summary-88.txt)
-// Q4_0 at 48 / 96 columns takes 0.93 / 0.82 of ggml-cuda's speed, Q4_K 0.95 /
-// 0.78. The 4-bit table formats joined mmq's counts when the F16 decode and
+// the H100 with the 48-column tiles, the sector-wide copies and the TF32
+// minimum (summary-88.txt) Q4_0 at 48 / 96 columns takes 0.93 / 0.82 of
+// ggml-cuda's speed, Q4_K 0.81-0.95 / 0.78. The 4-bit table formats joined mmq's counts when the F16 decode and
 // cuBLAS they had taken from 9 columns measured far slower (IQ4_XS 4096 x
 // 14336 at 16 / 64 / 128 columns 177 / 181 / 188 us against mmq's 43 / 77 /
 // 126 and ggml-cuda's 40 / 66 / 97; 1B IQ4_XS batched decode at 16 / 32 / 64
