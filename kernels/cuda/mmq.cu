@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                     if constexpr (kDOneCol) {
                         cp_async<8>(D + j * kThreads * 8, dc + j * (kThreads / L::BN), d_one_in);
                     } else {
-                        cp_async<8>(D + j * kThreads * 8, dc + d_off[kDOneCol ? 0 : j], (d_in >> j) & 1u);
+                        cp_async<8>(D + j * kThreads * 8, dc + d_off[j], (d_in >> j) & 1u);
                     }
                 }
             }

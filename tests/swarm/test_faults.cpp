@@ -91,7 +91,7 @@ TEST(SwarmFaults, SecondDaemonAfterTheLockFileIsDeletedRefusesToStart) {
     EXPECT_TRUE(contains(read_file(log), "is in use by another standind")) << read_file(log);
     EXPECT_FALSE(contains(read_file(log), "recovery")) << read_file(log);
 
-    EXPECT_TRUE(!process_gone(job_pid));
+    EXPECT_FALSE(process_gone(job_pid));
     json s = dm.call({{"op", "show"}, {"session", id}})["session"];
     EXPECT_EQ(s["job_list"][0]["state"], "running") << s.dump(2);
     EXPECT_TRUE(dm.call({{"op", "cancel"}, {"session", id}}).value("ok", false));

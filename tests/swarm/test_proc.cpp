@@ -87,7 +87,7 @@ TEST(SwarmProc, OrphanScanKillsOnlyTheMarkedProcessOfTheGroup) {
     ASSERT_GT(marked, 0);
     ::setpgid(marked, marked);
     // Until the exec has happened the marker is not in its environment yet.
-    for (int i = 0; i < 500 && standin::swarm::proc_file(marked, "environ").find("proc-scan") == std::string::npos; ++i) {
+    for (int i = 0; i < 500 && proc_file(marked, "environ").find("proc-scan") == std::string::npos; ++i) {
         ::usleep(10000);
     }
     int total = 0;
