@@ -2,13 +2,15 @@
 // number of src1 columns (Note [product plan] in mm_plan.h says when):
 //   dst[m, n] = sum_k w[k, m] * x[k, n],  w = s * q + mn per sub-block,
 //   x quantized to int8 per 32 values first (quantize_act / quantize_act_k),
-// the integer sums of every 32-element sub-block by mma.m16n8k32.s8 (Q6_K:
-// two m16n8k16, one per 16-element scale), then, in float,
-//   acc += s * da * sum(q * qa) + mn * da * sum(qa)     (mmq_formats.cuh).
+// the integer sums of every 32-element sub-block by mma.m16n8k32.s8 (Q3_K,
+// Q6_K: two m16n8k16, one per 16-element scale), then, in float,
+//   acc += s * da * sum(q * qa) + mn * da * sum(qa)     (mmq_formats.cuh)
+// (Q2_K, whose minimum changes every 16 elements: a second m16n8k32 of the
+// minimum codes, acc += da * (d * sum(sc q * qa) - dmin * sum(m * qa))).
 //
 // Block tile: 64 * mw weight rows by 8 * nt columns; 4 warps, each 16 * mw
 // rows by all the tile's columns. K advances one chunk at a time (256
-// elements; Q6_K 512) through a cp.async pipeline of kStages stages holding
+// elements; Q3_K, Q6_K 512) through a cp.async pipeline of kStages stages holding
 // the chunk's raw weight bytes, as stored (no repacking: any ggml buffer
 // works), and its activation codes and scales. A lane builds its A fragments
 // straight from the raw bytes (mmq_formats.cuh) and reads B fragments from
@@ -315,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
             // 3-6% faster, summary-63.txt).
 #pragma unroll 2
             for (int s = 0; s < L::kSubs; ++s) {
-                uint32_t a[MW][4];
+                uint32_t a[MW][4], am[MW][4];
                 float sc[MW][2], mn[MW][2];
 #pragma unroll
                 for (int mt = 0; mt < MW; ++mt) {
@@ -325,6 +327,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                     F::codes(r8, s, t, a[mt][1], a[mt][3]);
                     F::scale(r0, s, sc[mt][0], mn[mt][0]);
                     F::scale(r8, s, sc[mt][1], mn[mt][1]);
+                    if constexpr (kMinCodes<T>) {
+                        F::min_codes(r0, s, am[mt][0], am[mt][2]);
+                        F::min_codes(r8, s, am[mt][1], am[mt][3]);
+                    }
                 }
                 uint32_t b[NT][2];
                 b_fragments<NT>(qb + 32 * s, L::kQStride, b);
@@ -344,6 +350,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                             o[1] = fmaf(ds.z, fmaf(sc[mt][0], float(lo[1]), mn[mt][0] * float(hi[1])), o[1]);
                             o[2] = fmaf(ds.x, fmaf(sc[mt][1], float(lo[2]), mn[mt][1] * float(hi[2])), o[2]);
                             o[3] = fmaf(ds.z, fmaf(sc[mt][1], float(lo[3]), mn[mt][1] * float(hi[3])), o[3]);
+                        } else if constexpr (kMinCodes<T>) {
+                            // sc: the codes' factor, mn: the minimum codes' (Fmt<Q2_K>).
+                            int ci[4] = {0, 0, 0, 0}, cm[4] = {0, 0, 0, 0};
+                            mma_k32(ci, a[mt], b[nt][0], b[nt][1]);
+                            mma_k32(cm, am[mt], b[nt][0], b[nt][1]);
+                            o[0] = fmaf(ds.x, fmaf(sc[mt][0], float(ci[0]), mn[mt][0] * float(cm[0])), o[0]);
+                            o[1] = fmaf(ds.z, fmaf(sc[mt][0], float(ci[1]), mn[mt][0] * float(cm[1])), o[1]);
+                            o[2] = fmaf(ds.x, fmaf(sc[mt][1], float(ci[2]), mn[mt][1] * float(cm[2])), o[2]);
+                            o[3] = fmaf(ds.z, fmaf(sc[mt][1], float(ci[3]), mn[mt][1] * float(cm[3])), o[3]);
                         } else {
                             int ci[4] = {0, 0, 0, 0};
                             mma_k32(ci, a[mt], b[nt][0], b[nt][1]);

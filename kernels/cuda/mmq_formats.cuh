@@ -8,7 +8,7 @@
 //     sum(w * x) = s * da * sum(q * qa) + mn * da * sum(qa)
 // so the tensor cores form the integer sums and the epilogue applies
 // s * ds.x and mn * ds.y. Every format's constant offset (Q4_0's 8, Q5_0's 16,
-// Q6_K's 32) is taken off the codes here, so codes are signed int8 and need
+// Q3_K's 4, Q6_K's 32) is taken off the codes here, so codes are signed int8 and need
 // no correction term: a b-bit code x placed at the top of its byte with that
 // top bit flipped is the byte 2^(8-b) (x - 2^(b-1)), one shift and one logic
 // operation per word (a bytewise subtraction is several instructions), and
@@ -19,9 +19,14 @@
 // 16+4t..16+4t+3 (hi) of sub-block s of the chunk that starts at `row`, as
 // four signed bytes each: exactly the A fragment words of mma.m16n8k32 for
 // thread t of a quad (kernels/cuda/mmq.cu).
-// scale(row, s, sc, mn): s and mn of sub-block s; Q6_K (16-element scales,
-// kSplit16) gives the scale of each half: sc for elements 0..15, mn for
-// 16..31, and its products use two m16n8k16 steps.
+// scale(row, s, sc, mn): s and mn of sub-block s; Q3_K and Q6_K (16-element
+// scales, kSplit16) give the scale of each half: sc for elements 0..15, mn
+// for 16..31, and their products use two m16n8k16 steps. Q2_K (kMinCodes)
+// has a second set of codes, min_codes(row, s, lo, hi), for its minimum.
+//
+// Sub-blocks and chunks of a format are those of its own layout (for the K
+// formats sub-block s of a chunk is elements 32s..32s+31 of it), so the
+// activations need no reordering.
 //
 // The 4-bit table formats (IQ4_NL, IQ4_XS, MXFP4) take their codes from a
 // 16-entry int8 table (quants.h's levels, E2M1 doubled), with no offset: the
@@ -304,6 +309,70 @@ template <> struct Fmt<GGML_TYPE_Q6_K> {
     }
 };
 
+// Q3_K: w = d * sc16 * (x - 4), 3-bit codes x from qs (2 bits) and hmask (the
+// third), one signed 6-bit scale (offset 32) per 16 elements (quants.h's
+// BlockQ3_K and decode_run state the layout). Element l of sub-block s (n =
+// s / 4 of the block's halves, j = s % 4): qs[32n + l] >> 2j and bit s of
+// hmask[l]; scales 2s (elements 0..15) and 2s + 1. Two super-blocks per chunk
+// (110-byte blocks: a chunk of whole 4-byte words), read as Q6_K's are.
+__host__ __device__ __forceinline__ int q3k_scale(const uint8_t * b, int r) {
+    const int lo = r < 8 ? b[96 + r] & 15 : b[96 + r - 8] >> 4;
+    const int hi = (b[104 + r % 4] >> (2 * (r / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+template <> struct Fmt<GGML_TYPE_Q3_K> {
+    static constexpr int kBytes = 110, kQK = 256, kChunkBlocks = 2;
+    static constexpr bool kMin = false, kSplit16 = true;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const int sb = s % 8, sh = 2 * (sb % 4);
+        const uint8_t * qs = b + 32 + 32 * (sb / 4);
+        const uint32_t x0 = ((u32_a2(qs + 4 * t) >> sh) & 0x03030303u) | (((u32_a2(b + 4 * t) >> sb) & 0x01010101u) << 2);
+        const uint32_t x1 =
+            ((u32_a2(qs + 16 + 4 * t) >> sh) & 0x03030303u) | (((u32_a2(b + 16 + 4 * t) >> sb) & 0x01010101u) << 2);
+        lo = (x0 << 5) ^ kTopBits;  // 32 (x - 4)
+        hi = (x1 << 5) ^ kTopBits;
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const float d = half(*reinterpret_cast<const uint16_t *>(b + 108)) * 0.03125f;
+        const int sb = s % 8;
+        sc = d * float(q3k_scale(b, 2 * sb));
+        mn = d * float(q3k_scale(b, 2 * sb + 1));
+    }
+};
+
+// Q2_K: w = d * sc16 * q - dmin * m16, 2-bit codes q, a 4-bit scale sc16
+// (low) and minimum m16 (high nibble of scales[r]) per 16 elements. Its
+// minimum changes every 16 elements, where the activations carry one sum per
+// 32, so it is a second integer product (kMinCodes): min_codes() gives m16
+// of each half of the sub-block repeated in every byte, and that product
+// with the activation codes is m_lo * sum(qa, 0..15) + m_hi * sum(qa,
+// 16..31). The scales go into the codes themselves (sc16 * q <= 45, int8),
+// so scale() gives the block's d (sc) and -dmin (mn), the factors of the two
+// products. Element l of sub-block s: qs[32 (s / 4) + l] >> 2 (s % 4).
+template <> struct Fmt<GGML_TYPE_Q2_K> {
+    static constexpr int kBytes = 84, kQK = 256, kChunkBlocks = 1;
+    static constexpr bool kMin = false, kSplit16 = false, kMinCodes = true;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * qs = row + 16 + 32 * (s / 4);
+        const int sh = 2 * (s % 4);
+        // Bytes of at most 3 times a 4-bit scale: no carry between bytes.
+        lo = ((u32_a4(qs + 4 * t) >> sh) & 0x03030303u) * uint32_t(row[2 * s] & 15);
+        hi = ((u32_a4(qs + 16 + 4 * t) >> sh) & 0x03030303u) * uint32_t(row[2 * s + 1] & 15);
+    }
+    __host__ __device__ static void min_codes(const uint8_t * row, int s, uint32_t & lo, uint32_t & hi) {
+        lo = uint32_t(row[2 * s] >> 4) * 0x01010101u;
+        hi = uint32_t(row[2 * s + 1] >> 4) * 0x01010101u;
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int, float & sc, float & mn) {
+        const uint16_t * h = reinterpret_cast<const uint16_t *>(row + 80);
+        sc = half(h[0]);
+        mn = -half(h[1]);
+    }
+};
+
 // IQ4_XS: IQ4_NL's levels in super-blocks of 256, a 6-bit scale (offset 32)
 // per sub-block of 32: low 4 bits in scales_l (nibble s % 2 of byte s / 2),
 // top 2 in scales_h (bits 2s, 2s+1); sub-block s's nibbles are qs[16 s ..].
@@ -321,6 +390,11 @@ template <> struct Fmt<GGML_TYPE_IQ4_XS> {
         mn = 0.0f;
     }
 };
+
+// Whether a format has a second integer product for its minimum (Fmt<Q2_K>).
+template <typename F, typename = void> struct HasMinCodes { static constexpr bool value = false; };
+template <typename F> struct HasMinCodes<F, decltype(void(F::kMinCodes))> { static constexpr bool value = F::kMinCodes; };
+template <int T> constexpr bool kMinCodes = HasMinCodes<Fmt<T>>::value;
 
 // Elements of one chunk (the pipeline's step along K) and its raw bytes per row.
 template <int T> constexpr int chunk_elems() { return Fmt<T>::kChunkBlocks * Fmt<T>::kQK; }

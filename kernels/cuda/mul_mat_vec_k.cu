@@ -1,7 +1,7 @@
 // MUL_MAT of up to 4 src1 columns (token generation; the kernel table takes
-// it up to 2, plan::vec_int) with weights in the K formats Q4_K, Q5_K and
-// Q6_K, in integers, the way mul_mat_vec_q8.cu does it for the 32-element
-// formats:
+// it up to 2, plan::vec_int) with weights in the K formats Q2_K, Q3_K, Q4_K,
+// Q5_K and Q6_K, in integers, the way mul_mat_vec_q8.cu does it for the
+// 32-element formats:
 //   - src1 is quantized per 32 values (Note [integer activations],
 //     mul_mat.cuh: codes and {d, d * sum} per 32);
 //   - each super-block of 256 weights goes to 8 lanes. A lane multiplies its
@@ -10,11 +10,14 @@
 //     sub-block: Q4_K/Q5_K add d * sc * da * sum(q * qa) and subtract
 //     dmin * m * da * sum(qa) (the activation sum comes with the scale, so
 //     the minimum costs one multiply per sub-block); Q6_K's codes are made
-//     signed (q - 32) in registers first.
+//     signed (q - 32) in registers first, Q3_K's (q - 4) too; Q2_K's
+//     minimum changes every 16 elements, so its lanes sum their own
+//     activation codes for it.
 // Memory: Q4_K and Q5_K super-blocks are 144 and 176 bytes, multiples of 16,
 // so a lane reads its 16 code bytes and the block's 16-byte header with
-// 16-byte loads; Q6_K's are 210 bytes (2-byte aligned), so a lane reads 4-byte
-// words around its 8-byte pieces and realigns them with funnel shifts. The
+// 16-byte loads; Q6_K's are 210 bytes and Q3_K's 110 (2-byte aligned), so a
+// lane reads 4-byte words around its 8-byte pieces and realigns them with
+// funnel shifts; Q2_K's 84 bytes are read as 4-byte words. The
 // next super-block's weights are loaded before the current one is decoded,
 // and the first before the wait on the previous kernel (Note [dependent
 // launch]). A warp takes RW rows by one column, the activation loads shared
@@ -24,7 +27,7 @@
 // Same launch groups (Q8Group), fused ADD epilogue and row sums as the
 // 32-element mat-vec.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=q[456]_K' (with
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=q[2-6]_K' (with
 // GGML_STANDIN_MMQ=off for 3 and 4 columns) and the MUL_MAT_VEC_FUSION cases;
 // time with `standin matmul` (scripts/gpu-check kquant).
 #include "diag/check.h"
@@ -228,6 +231,108 @@ template <> struct KFmt<GGML_TYPE_Q6_K> {
     }
 };
 
+// Four bytes at a 2-byte aligned address, from two 2-byte loads.
+__device__ __forceinline__ uint32_t load4_a2(const uint8_t * p) {
+    const uint16_t * h = reinterpret_cast<const uint16_t *>(p);
+    return uint32_t(__ldg(h)) | (uint32_t(__ldg(h + 1)) << 16);
+}
+
+// Byte i (0..7) of a uint2.
+__device__ __forceinline__ uint32_t byte_of(const uint2 & v, int i) { return ((i < 4 ? v.x : v.y) >> (8 * (i & 3))) & 0xffu; }
+
+// Q2_K and Q3_K share Q6_K's split of a block: lane t takes half n = t / 4
+// (128 elements) and in it positions l = 8p..8p+7 (p = t % 4) of its four
+// 32-element sub-blocks j, whose 2-bit codes are the bits 2j, 2j+1 of
+// qs[32n + l]; element 128n + 32j + l has scale (and minimum) 8n + 2j + l / 16.
+struct KActQuarters {
+    int2  a[4];  // codes of sub-block 4n + j at 8p
+    float d[4];  // their scales
+    int   sum[4];  // Q2_K: sum of a[j]'s 8 codes (its minimum changes every 16 elements, ds.y spans 32)
+};
+
+template <bool kSums> __device__ __forceinline__ KActQuarters load_act_quarters(const int8_t * q, const float2 * ds, int t) {
+    const int n = t >> 2, p = t & 3;
+    KActQuarters a;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        a.a[j] = *reinterpret_cast<const int2 *>(q + 128 * n + 32 * j + 8 * p);
+        a.d[j] = ds[4 * n + j].x;
+        a.sum[j] = kSums ? __dp4a(0x01010101, a.a[j].x, __dp4a(0x01010101, a.a[j].y, 0)) : 0;
+    }
+    return a;
+}
+
+// Q2_K (84-byte blocks, 4-byte aligned rows: launch_q8 checks): w = d * sc *
+// q - dmin * m per 16 elements, sc and m the nibbles of scales[r]. A lane adds
+// da * (d * sc * sum(q * qa) - dmin * m * sum(qa)) per sub-block.
+template <> struct KFmt<GGML_TYPE_Q2_K> {
+    static constexpr int kBytes = sizeof(quant::BlockQ2_K), kMaxRW = 4;
+    struct W { uint2 qs, sc; uint32_t dd; };
+    using A = KActQuarters;
+    __device__ static W load(const uint8_t * b, int t) {
+        const int n = t >> 2, p = t & 3;
+        const uint32_t * w = reinterpret_cast<const uint32_t *>(b);
+        W r;
+        r.qs = make_uint2(__ldg(w + 4 + 8 * n + 2 * p), __ldg(w + 5 + 8 * n + 2 * p));
+        r.sc = make_uint2(__ldg(w + 2 * n), __ldg(w + 2 * n + 1));
+        r.dd = __ldg(w + 20);
+        return r;
+    }
+    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) { return load_act_quarters<true>(q, ds, t); }
+    __device__ static float dot(const W & w, const A & a, int t) {
+        const int p = t & 3;
+        float rd = 0.0f, rm = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int s = __dp4a(int((w.qs.x >> (2 * j)) & 0x03030303u), a.a[j].x,
+                                 __dp4a(int((w.qs.y >> (2 * j)) & 0x03030303u), a.a[j].y, 0));
+            const uint32_t scm = byte_of(w.sc, (p >> 1) + 2 * j);
+            rd = fmaf(a.d[j], float(int(scm & 15u) * s), rd);
+            rm = fmaf(a.d[j], float(int(scm >> 4) * a.sum[j]), rm);
+        }
+        return quant::half(uint16_t(w.dd & 0xffffu)) * rd - quant::half(uint16_t(w.dd >> 16)) * rm;
+    }
+};
+
+// Q3_K (110-byte blocks, 2-byte aligned): the third bit of element 128n + 32j
+// + l is bit 4n + j of hmask[l] (clear: code - 4); 6-bit signed scales, low
+// nibbles in scales[0..7] (nibble n of byte i % 8 for scale i), top bits in
+// scales[8..11] (bits 2 (i / 4) of byte 8 + i % 4), offset 32.
+template <> struct KFmt<GGML_TYPE_Q3_K> {
+    static constexpr int kBytes = sizeof(quant::BlockQ3_K), kMaxRW = 4;
+    struct W { uint2 qs, hm, sl; uint32_t sh, d; };
+    using A = KActQuarters;
+    __device__ static W load(const uint8_t * b, int t) {
+        const int n = t >> 2, p = t & 3;
+        W w;
+        w.qs = load8_a2(b + 32 + 32 * n + 8 * p);
+        w.hm = load8_a2(b + 8 * p);
+        w.sl = load8_a2(b + 96);
+        w.sh = load4_a2(b + 104);
+        w.d = __ldg(reinterpret_cast<const uint16_t *>(b + 108));
+        return w;
+    }
+    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) { return load_act_quarters<false>(q, ds, t); }
+    __device__ static float dot(const W & w, const A & a, int t) {
+        const int n = t >> 2, p = t & 3;
+        float r = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const auto code = [&](uint32_t qs, uint32_t hm) {
+                // Codes 0..7 less 4, per byte (no borrow crosses bytes).
+                const uint32_t x = ((qs >> (2 * j)) & 0x03030303u) | (((hm >> (4 * n + j)) & 0x01010101u) << 2);
+                return int(__vsub4(x, 0x04040404u));
+            };
+            const int s = __dp4a(code(w.qs.x, w.hm.x), a.a[j].x, __dp4a(code(w.qs.y, w.hm.y), a.a[j].y, 0));
+            const int i = (p >> 1) + 2 * j;  // the scale's byte in scales[0..7] (scale 8n + i)
+            const int lo = int(byte_of(w.sl, i) >> (4 * n)) & 15;
+            const int hi = int(w.sh >> (8 * (i & 3) + 2 * (2 * n + (i >> 2)))) & 3;
+            r = fmaf(a.d[j], float(((lo | (hi << 4)) - 32) * s), r);
+        }
+        return quant::half(uint16_t(w.d)) * r;
+    }
+};
+
 // Blocks per SM the register budget must allow: a warp holds two super-blocks
 // of weights per row (the one decoded, the one loading), so more rows per warp
 // take more registers and fewer warps keep as many bytes in flight (Q5_K's
@@ -371,6 +476,8 @@ void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st) {
         case GGML_TYPE_Q4_K: launch_k_t<GGML_TYPE_Q4_K>(g, st); break;
         case GGML_TYPE_Q5_K: launch_k_t<GGML_TYPE_Q5_K>(g, st); break;
         case GGML_TYPE_Q6_K: launch_k_t<GGML_TYPE_Q6_K>(g, st); break;
+        case GGML_TYPE_Q2_K: launch_k_t<GGML_TYPE_Q2_K>(g, st); break;
+        case GGML_TYPE_Q3_K: launch_k_t<GGML_TYPE_Q3_K>(g, st); break;
         default:             SI_ASSERT_MSG(false, "the integer mat-vec has no kernel for this weight type"); break;
     }
 }

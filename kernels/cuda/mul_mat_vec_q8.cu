@@ -483,6 +483,22 @@ bool lane_block_rows(const Q8Group & g) {
     return true;
 }
 
+// Whether Q2_K or Q3_K products suit the K formats' mat-vec (mul_mat_vec_k.cu):
+// at most its 4 columns, a 4-byte aligned first block (its 4-byte loads may
+// reach 2 bytes before a Q3_K block, never before the tensor) and rows of whole
+// words (Q2_K's 4-byte loads) or half words (Q3_K realigns in registers).
+bool k_block_rows(ggml_type t, const Q8Group & g) {
+    const uintptr_t nb_align = t == GGML_TYPE_Q2_K ? 4 : 2;
+    for (int i = 0; i < g.n; ++i) {
+        const Q8Args & p = g.m[i];
+        if (p.N > 4 || reinterpret_cast<uintptr_t>(p.a) % 4 != 0 || p.a_nb1 % nb_align != 0 ||
+            p.a_nb2 % nb_align != 0 || p.a_nb3 % nb_align != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
     switch (t) {
         case GGML_TYPE_Q4_0: launch_q8_t<GGML_TYPE_Q4_0>(g, st); break;
@@ -500,6 +516,11 @@ void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
             break;
         case GGML_TYPE_MXFP4:
             lane_block_rows(g) ? launch_q8_t<GGML_TYPE_MXFP4>(g, st) : launch_qr(t, g, st);
+            break;
+        // Q2_K and Q3_K by the K formats' kernel where it takes them, else by runs.
+        case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K:
+            k_block_rows(t, g) ? launch_qk(t, g, st) : launch_qr(t, g, st);
             break;
         default:
             if (is_int_form_weight(t)) {

@@ -1,6 +1,7 @@
 // MUL_MAT of up to 8 src1 columns (token generation) with weights in the
 // integer-form formats (Note [integer form], kernels/common/quants.h: Q2_K,
-// Q3_K, the i-quants, MXFP4, NVFP4, Q1_0, Q2_0; weight_types.h lists them),
+// Q3_K, the i-quants, MXFP4, NVFP4, Q1_0, Q2_0; weight_types.h lists them;
+// Q2_K and Q3_K up to 4 columns go to mul_mat_vec_k.cu where their rows allow),
 // in integers, as mul_mat_vec_q8.cu and mul_mat_vec_k.cu do for the other
 // block formats:
 //   - src1 is quantized per 32 values (Note [integer activations],

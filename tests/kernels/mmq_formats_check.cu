@@ -57,6 +57,8 @@ template <int T, typename Block> bool check(const char * name, std::initializer_
         for (int s = 0; s < kElems / 32; ++s) {
             float sc, mn;
             F::scale(raw.data(), s, sc, mn);
+            uint32_t min_lo = 0, min_hi = 0;
+            if constexpr (mq::kMinCodes<T>) F::min_codes(raw.data(), s, min_lo, min_hi);
             for (int t = 0; t < 4; ++t) {
                 uint32_t lo, hi;
                 F::codes(raw.data(), s, t, lo, hi);
@@ -67,6 +69,10 @@ template <int T, typename Block> bool check(const char * name, std::initializer_
                     float got;
                     if constexpr (F::kSplit16) {
                         got = (e < 16 ? sc : mn) * float(code);
+                    } else if constexpr (mq::kMinCodes<T>) {
+                        // The two integer products, each with its factor (Fmt<Q2_K>).
+                        const int min_code = int(int8_t(uint8_t((i < 4 ? min_lo : min_hi) >> (8 * (i % 4)))));
+                        got = sc * float(code) + mn * float(min_code);
                     } else {
                         got = sc * float(code) + mn;
                     }
@@ -256,6 +262,8 @@ int main() {
     ok &= check<GGML_TYPE_Q4_K, quant::BlockQ4_K>("q4_k", {0, 2});
     ok &= check<GGML_TYPE_Q5_K, quant::BlockQ5_K>("q5_k", {0, 2});
     ok &= check<GGML_TYPE_Q6_K, quant::BlockQ6_K>("q6_k", {208});
+    ok &= check<GGML_TYPE_Q2_K, quant::BlockQ2_K>("q2_k", {80, 82});
+    ok &= check<GGML_TYPE_Q3_K, quant::BlockQ3_K>("q3_k", {108});
     ok &= check<GGML_TYPE_IQ4_NL, quant::BlockIQ4_NL>("iq4_nl", {0});
     ok &= check<GGML_TYPE_IQ4_XS, quant::BlockIQ4_XS>("iq4_xs", {0});
     ok &= check<GGML_TYPE_MXFP4, quant::BlockMXFP4>("mxfp4", {});

@@ -167,7 +167,7 @@ TEST(ProductPlan, KFormatsDecodeUpToTwoColumnsOnTheirMatVec) {
 }
 
 TEST(ProductPlan, IntegerFormTypesTakeTheirMatVecThenDecodedGemms) {
-    for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_IQ2_XXS, GGML_TYPE_NVFP4, GGML_TYPE_Q1_0}) {
+    for (ggml_type t : {GGML_TYPE_IQ3_S, GGML_TYPE_IQ2_XXS, GGML_TYPE_NVFP4, GGML_TYPE_Q1_0}) {
         EXPECT_EQ(plan::mmq_chunk(t), 0) << ggml_type_name(t);
         EXPECT_EQ(plan::vec_int_max_n(t), plan::kVecMaxN) << ggml_type_name(t);
         plan::Problem p = problem(t, 8);
@@ -179,16 +179,26 @@ TEST(ProductPlan, IntegerFormTypesTakeTheirMatVecThenDecodedGemms) {
     }
 }
 
-// The 4-bit table formats: their integer mat-vec up to 8 columns, mmq from 9
-// (the F16 decode and cuBLAS they had taken there measured 3-4x slower), cuBLAS
-// from kBlasOverMmqN as the other block formats; GGML_STANDIN_MMQ=all gives
-// them to mmq at every count, and rows mmq cannot stage keep the other paths.
-TEST(ProductPlan, TableFormatsTakeTheirMatVecThenMmq) {
-    for (ggml_type t : {GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4}) {
-        EXPECT_EQ(plan::mmq_chunk(t), 256) << ggml_type_name(t);
+// The integer-form formats mmq has: the 4-bit table formats take their
+// integer mat-vec up to 8 columns, Q2_K and Q3_K the K formats' up to 4; mmq
+// after that (the F16 decode and cuBLAS they had taken from 9 measured 3-4x
+// slower for the table formats), cuBLAS from kBlasOverMmqN as the other block
+// formats; GGML_STANDIN_MMQ=all gives them to mmq at every count, and rows
+// mmq cannot stage keep the other paths.
+TEST(ProductPlan, IntegerFormTypesWithMmqTakeTheirMatVecThenMmq) {
+    struct Case {
+        ggml_type t;
+        int       chunk, vec_n;
+    };
+    for (const Case & k : {Case{GGML_TYPE_IQ4_NL, 256, 8}, Case{GGML_TYPE_IQ4_XS, 256, 8},
+                           Case{GGML_TYPE_MXFP4, 256, 8}, Case{GGML_TYPE_Q2_K, 256, 4},
+                           Case{GGML_TYPE_Q3_K, 512, 4}}) {
+        const ggml_type t = k.t;
+        EXPECT_EQ(plan::mmq_chunk(t), k.chunk) << ggml_type_name(t);
+        EXPECT_EQ(plan::vec_int_max_n(t), plan::kVecMaxN) << ggml_type_name(t);
         for (int64_t n = 1; n <= 4096; ++n) {
             const plan::Choice table = plan::choose(problem(t, n));
-            const plan::Path   want  = n <= plan::kVecMaxN        ? plan::Path::vec_int
+            const plan::Path   want  = n <= k.vec_n               ? plan::Path::vec_int
                                        : n < plan::kBlasOverMmqN ? plan::Path::mmq
                                                                  : plan::Path::blas;
             EXPECT_EQ(table.path, want) << ggml_type_name(t) << " n=" << n << " gets " << plan::path_name(table.path);
