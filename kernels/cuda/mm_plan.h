@@ -98,14 +98,15 @@ constexpr int kMmqMaxCols = 64;     // the widest mmq tile
 
 // Elements per mmq pipeline step (K must be a multiple), 0 for a type mmq
 // has no format for (weight_types.h's SI_CUDA_MMQ_WEIGHT_TYPES lists them):
-// 256, one super-block or 8 blocks of 32; Q3_K and Q6_K two super-blocks, so
-// that a chunk is a whole number of 4-byte words.
+// 256, one super-block or 8 blocks of 32; two super-blocks where one is not a
+// whole number of 4-byte words (Q3_K, Q6_K, the IQ2/IQ3 grids). mmq.cu
+// asserts that its formats' chunks are these.
 inline int mmq_chunk(ggml_type t) {
     switch (t) {
 #define SI_X(name) case GGML_TYPE_##name:
         SI_CUDA_MMQ_WEIGHT_TYPES(SI_X)
 #undef SI_X
-            return t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q6_K ? 512 : 256;
+            return ggml_blck_size(t) == 32 || ggml_type_size(t) % 4 == 0 ? 256 : 512;
         default:
             return 0;
     }
@@ -131,8 +132,10 @@ inline VecInt vec_int(ggml_type t) {
             return {8, 5};
         case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
             return {4, 2};
-        case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K:
-            return {8, 4};  // the K formats' kernel to 4 columns, runs (mul_mat_vec_run.cu) to 8
+        case GGML_TYPE_Q2_K:
+            return {8, 1};  // the K formats' kernel to 4 columns, runs (mul_mat_vec_run.cu) to 8
+        case GGML_TYPE_Q3_K:
+            return {8, 2};
         default:
             return is_int_form_weight(t) ? VecInt{8, 8} : VecInt{0, 0};
     }

@@ -130,6 +130,8 @@ template <int T, int NT, int MW, int kStages>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __grid_constant__ MmqArgs p) {
     using F = Fmt<T>;
     using L = Tile<T, NT, MW, kStages>;
+    // The chunk mm_plan.h's mmq_chunk gives the plan (K % chunk).
+    static_assert(F::kQK == 32 ? F::kChunkBlocks == 8 : F::kChunkBlocks == (F::kBytes % 4 == 0 ? 1 : 2), "chunk");
     // The minimum term on TF32 tensor cores (below, at the chunk's start).
     constexpr bool kMinByTf32 = F::kMin && !F::kSplit16 && L::kSubs == 8;
     extern __shared__ __align__(16) uint8_t smem[];

@@ -391,6 +391,149 @@ template <> struct Fmt<GGML_TYPE_IQ4_XS> {
     }
 };
 
+// The i-quants on grids (quants_iq.h states their layouts): each group of 8
+// elements (IQ2) or 4 (IQ3) is a grid entry of small non-negative bytes, signs
+// apart, so a code word is 4 bytes of an entry with its 4 sign bits applied.
+// Their 66- to 110-byte blocks are not whole 4-byte words: two per chunk.
+//
+// Bytes of `w` negated where bits 0..3 of `s` are set: (w ^ m) - m with m
+// 0xff in those bytes, subtracted bytewise.
+__host__ __device__ __forceinline__ uint32_t signed_word(uint32_t w, uint32_t s) {
+    const uint32_t m = (((s & 15u) * 0x00204081u) & 0x01010101u) * 0xffu;  // bit j to byte j
+#ifdef __CUDA_ARCH__
+    return __vsub4(w ^ m, m);
+#else
+    uint32_t r = 0;
+    for (int j = 0; j < 4; ++j) r |= (((((w ^ m) >> (8 * j)) & 0xffu) - ((m >> (8 * j)) & 0xffu)) & 0xffu) << (8 * j);
+    return r;
+#endif
+}
+
+// A 7-bit sign index to its 8 sign bits (quant::signs_of_index, by popcount).
+__host__ __device__ __forceinline__ uint32_t sign_bits(uint32_t i) {
+#ifdef __CUDA_ARCH__
+    return i | ((uint32_t(__popc(i)) & 1u) << 7);
+#else
+    return quant::signs_of_index(i);
+#endif
+}
+
+// Half h (bytes 4h..4h+3) of entry i of an 8-byte grid, as a word.
+#define SI_GRID_HALF(name, i, h) (reinterpret_cast<const uint32_t *>(&SI_GRID_AT(quant::grid::name, 0))[2 * (i) + (h)])
+
+// A lane's code words take group t / 2 (IQ2: elements 8l..8l+7 of the
+// sub-block, l = t / 2 for lo and 2 + t / 2 for hi), half t % 2 of it.
+// IQ2_XXS: per sub-block 8 bytes at 2 + 8s: 4 grid indices, then a word of
+// four 7-bit sign indices and the scale (bits 28..31).
+template <> struct Fmt<GGML_TYPE_IQ2_XXS> {
+    static constexpr int kBytes = 66, kQK = 256, kChunkBlocks = 2;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * g = row + (s / 8) * kBytes + 2 + 8 * (s % 8);
+        const uint32_t a = u32_a2(g + 4);
+        const int l = t / 2, h = t % 2;
+        lo = signed_word(SI_GRID_HALF(kIq2xxs, g[l], h), sign_bits((a >> (7 * l)) & 127u) >> (4 * h));
+        hi = signed_word(SI_GRID_HALF(kIq2xxs, g[l + 2], h), sign_bits((a >> (7 * (l + 2))) & 127u) >> (4 * h));
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const uint32_t a = u32_a2(b + 2 + 8 * (s % 8) + 4);
+        sc = half(*reinterpret_cast<const uint16_t *>(b)) * (0.5f + float(a >> 28)) * 0.25f;
+        mn = 0.0f;
+    }
+};
+
+// IQ2_XS and IQ2_S: a 4-bit scale per 16 elements (kSplit16), nibbles of
+// scales[s] (bytes 66.. IQ2_XS, 74.. IQ2_S).
+__host__ __device__ __forceinline__ void iq2_scales16(const uint8_t * b, int at, int s, float & sc, float & mn) {
+    const float d = half(*reinterpret_cast<const uint16_t *>(b)) * 0.25f;
+    const int v = b[at + s];
+    sc = d * (0.5f + float(v & 15));
+    mn = d * (0.5f + float(v >> 4));
+}
+
+// IQ2_XS: per group of 8 a 16-bit word at 2 + 2 (4s + l): 9-bit grid index, 7-bit sign index.
+template <> struct Fmt<GGML_TYPE_IQ2_XS> {
+    static constexpr int kBytes = 74, kQK = 256, kChunkBlocks = 2;
+    static constexpr bool kMin = false, kSplit16 = true;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint16_t * q = reinterpret_cast<const uint16_t *>(row + (s / 8) * kBytes + 2) + 4 * (s % 8);
+        const int l = t / 2, h = t % 2;
+        const uint32_t v0 = q[l], v1 = q[l + 2];
+        lo = signed_word(SI_GRID_HALF(kIq2xs, v0 & 511u, h), sign_bits(v0 >> 9) >> (4 * h));
+        hi = signed_word(SI_GRID_HALF(kIq2xs, v1 & 511u, h), sign_bits(v1 >> 9) >> (4 * h));
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        iq2_scales16(row + (s / 8) * kBytes, 66, s % 8, sc, mn);
+    }
+};
+
+// IQ2_S: group l's grid index is qs[4s + l] with bits 2l, 2l+1 of qh[s] (at
+// 66) on top; its 8 signs the byte qs[32 + 4s + l].
+template <> struct Fmt<GGML_TYPE_IQ2_S> {
+    static constexpr int kBytes = 82, kQK = 256, kChunkBlocks = 2;
+    static constexpr bool kMin = false, kSplit16 = true;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const int sb = s % 8, l = t / 2, h = t % 2;
+        const uint8_t * qs = b + 2 + 4 * sb;
+        const uint32_t qh = b[66 + sb];
+        const uint32_t i0 = qs[l] | ((qh << (8 - 2 * l)) & 0x300u), i1 = qs[l + 2] | ((qh << (4 - 2 * l)) & 0x300u);
+        lo = signed_word(SI_GRID_HALF(kIq2s, i0, h), uint32_t(qs[32 + l]) >> (4 * h));
+        hi = signed_word(SI_GRID_HALF(kIq2s, i1, h), uint32_t(qs[32 + l + 2]) >> (4 * h));
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        iq2_scales16(row + (s / 8) * kBytes, 74, s % 8, sc, mn);
+    }
+};
+
+// IQ3_XXS: a grid entry (4 bytes) per group of 4: elements 4t.. are group t
+// (index byte qs[8s + t] at 2), 16 + 4t.. group 4 + t; the sub-block's word
+// of sign indices and scale at 66 + 4s, as IQ2_XXS's.
+template <> struct Fmt<GGML_TYPE_IQ3_XXS> {
+    static constexpr int kBytes = 98, kQK = 256, kChunkBlocks = 2;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const int sb = s % 8, l = t / 2, h = t % 2;
+        const uint8_t * q = b + 2 + 8 * sb;
+        const uint32_t a = u32_a2(b + 66 + 4 * sb);
+        lo = signed_word(SI_GRID_AT(quant::grid::kIq3xxs, q[t]), sign_bits((a >> (7 * l)) & 127u) >> (4 * h));
+        hi = signed_word(SI_GRID_AT(quant::grid::kIq3xxs, q[t + 4]), sign_bits((a >> (7 * (l + 2))) & 127u) >> (4 * h));
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const uint32_t a = u32_a2(b + 66 + 4 * (s % 8));
+        sc = half(*reinterpret_cast<const uint16_t *>(b)) * (0.5f + float(a >> 28)) * 0.5f;
+        mn = 0.0f;
+    }
+};
+
+// IQ3_S: group j of 4 (j = t for lo, 4 + t for hi) has grid index qs[8s + j]
+// (at 2) with bit j of qh[s] (at 66) as its ninth bit; 8 explicit signs per
+// group of 8 (signs[4s + l] at 74); an odd scale 1 + 2v per sub-block, v the
+// nibble s % 2 of scales[s / 2] (at 106).
+template <> struct Fmt<GGML_TYPE_IQ3_S> {
+    static constexpr int kBytes = 110, kQK = 256, kChunkBlocks = 2;
+    static constexpr bool kMin = false, kSplit16 = false;
+    __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const int sb = s % 8, l = t / 2, h = t % 2;
+        const uint8_t * q = b + 2 + 8 * sb;
+        const uint32_t qh = b[66 + sb];
+        const uint32_t i0 = q[t] | (((qh >> t) & 1u) << 8), i1 = q[t + 4] | (((qh >> (t + 4)) & 1u) << 8);
+        lo = signed_word(SI_GRID_AT(quant::grid::kIq3s, i0), uint32_t(b[74 + 4 * sb + l]) >> (4 * h));
+        hi = signed_word(SI_GRID_AT(quant::grid::kIq3s, i1), uint32_t(b[74 + 4 * sb + l + 2]) >> (4 * h));
+    }
+    __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const int sb = s % 8;
+        sc = half(*reinterpret_cast<const uint16_t *>(b)) * float(1 + 2 * ((b[106 + sb / 2] >> (4 * (sb % 2))) & 15));
+        mn = 0.0f;
+    }
+};
+#undef SI_GRID_HALF
+
 // Whether a format has a second integer product for its minimum (Fmt<Q2_K>).
 template <typename F, typename = void> struct HasMinCodes { static constexpr bool value = false; };
 template <typename F> struct HasMinCodes<F, decltype(void(F::kMinCodes))> { static constexpr bool value = F::kMinCodes; };

@@ -33,6 +33,7 @@
 #include "diag/check.h"
 #include "kernels/common/quants.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mmq_formats.cuh"
 #include "kernels/cuda/mul_mat.cuh"
 
 namespace standin::kernels::cuda::mm {
@@ -333,6 +334,54 @@ template <> struct KFmt<GGML_TYPE_Q3_K> {
     }
 };
 
+// The IQ2/IQ3 grids through mmq's formats (mmq_formats.cuh, one statement of
+// each layout): lane t takes sub-block t of the super-block, its 8 code words
+// (Fmt::codes for quads 0..3) and scales decoded in load(), a super-block
+// ahead of their use, so the grid lookups' latency hides behind the current
+// dot products. The block is read in place (2-byte aligned halves and bytes).
+template <int T> struct GridKFmt {
+    using F = mmq::Fmt<T>;
+    static constexpr int kBytes = F::kBytes, kMaxRW = 2;
+    struct W {
+        uint32_t lo[4], hi[4];
+        float    sc, mn;
+    };
+    struct A {
+        int4  a0, a1;  // codes of elements 0..15 and 16..31 of sub-block t
+        float d;
+    };
+    __device__ static W load(const uint8_t * b, int t) {
+        W w;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) F::codes(b, t, u, w.lo[u], w.hi[u]);
+        F::scale(b, t, w.sc, w.mn);
+        return w;
+    }
+    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) {
+        A a;
+        a.a0 = *reinterpret_cast<const int4 *>(q + 32 * t);
+        a.a1 = *reinterpret_cast<const int4 *>(q + 32 * t + 16);
+        a.d = ds[t].x;
+        return a;
+    }
+    __device__ static float dot(const W & w, const A & a, int) {
+        const int a0[4] = {a.a0.x, a.a0.y, a.a0.z, a.a0.w}, a1[4] = {a.a1.x, a.a1.y, a.a1.z, a.a1.w};
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            lo = __dp4a(int(w.lo[u]), a0[u], lo);
+            hi = __dp4a(int(w.hi[u]), a1[u], hi);
+        }
+        // kSplit16: sc scales elements 0..15, mn 16..31 (IQ2_XS, IQ2_S).
+        return a.d * (F::kSplit16 ? fmaf(w.sc, float(lo), w.mn * float(hi)) : w.sc * float(lo + hi));
+    }
+};
+template <> struct KFmt<GGML_TYPE_IQ2_XXS> : GridKFmt<GGML_TYPE_IQ2_XXS> {};
+template <> struct KFmt<GGML_TYPE_IQ2_XS> : GridKFmt<GGML_TYPE_IQ2_XS> {};
+template <> struct KFmt<GGML_TYPE_IQ2_S> : GridKFmt<GGML_TYPE_IQ2_S> {};
+template <> struct KFmt<GGML_TYPE_IQ3_XXS> : GridKFmt<GGML_TYPE_IQ3_XXS> {};
+template <> struct KFmt<GGML_TYPE_IQ3_S> : GridKFmt<GGML_TYPE_IQ3_S> {};
+
 // Blocks per SM the register budget must allow: a warp holds two super-blocks
 // of weights per row (the one decoded, the one loading), so more rows per warp
 // take more registers and fewer warps keep as many bytes in flight (Q5_K's
@@ -478,6 +527,11 @@ void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st) {
         case GGML_TYPE_Q6_K: launch_k_t<GGML_TYPE_Q6_K>(g, st); break;
         case GGML_TYPE_Q2_K: launch_k_t<GGML_TYPE_Q2_K>(g, st); break;
         case GGML_TYPE_Q3_K: launch_k_t<GGML_TYPE_Q3_K>(g, st); break;
+        case GGML_TYPE_IQ2_XXS: launch_k_t<GGML_TYPE_IQ2_XXS>(g, st); break;
+        case GGML_TYPE_IQ2_XS: launch_k_t<GGML_TYPE_IQ2_XS>(g, st); break;
+        case GGML_TYPE_IQ2_S: launch_k_t<GGML_TYPE_IQ2_S>(g, st); break;
+        case GGML_TYPE_IQ3_XXS: launch_k_t<GGML_TYPE_IQ3_XXS>(g, st); break;
+        case GGML_TYPE_IQ3_S: launch_k_t<GGML_TYPE_IQ3_S>(g, st); break;
         default:             SI_ASSERT_MSG(false, "the integer mat-vec has no kernel for this weight type"); break;
     }
 }

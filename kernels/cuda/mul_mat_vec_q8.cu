@@ -483,10 +483,10 @@ bool lane_block_rows(const Q8Group & g) {
     return true;
 }
 
-// Whether Q2_K or Q3_K products suit the K formats' mat-vec (mul_mat_vec_k.cu):
-// at most its 4 columns, a 4-byte aligned first block (its 4-byte loads may
-// reach 2 bytes before a Q3_K block, never before the tensor) and rows of whole
-// words (Q2_K's 4-byte loads) or half words (Q3_K realigns in registers).
+// Whether Q2_K, Q3_K or IQ2/IQ3 grid products suit the K formats' mat-vec
+// (mul_mat_vec_k.cu): at most its 4 columns, a 4-byte aligned first block (its
+// 4-byte loads may reach 2 bytes before a Q3_K block, never before the tensor)
+// and rows of whole words (Q2_K's 4-byte loads) or half words (the others).
 bool k_block_rows(ggml_type t, const Q8Group & g) {
     const uintptr_t nb_align = t == GGML_TYPE_Q2_K ? 4 : 2;
     for (int i = 0; i < g.n; ++i) {
@@ -517,9 +517,15 @@ void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
         case GGML_TYPE_MXFP4:
             lane_block_rows(g) ? launch_q8_t<GGML_TYPE_MXFP4>(g, st) : launch_qr(t, g, st);
             break;
-        // Q2_K and Q3_K by the K formats' kernel where it takes them, else by runs.
+        // Q2_K, Q3_K and the IQ2/IQ3 grids by the K formats' kernel where it
+        // takes them, else by runs.
         case GGML_TYPE_Q2_K:
         case GGML_TYPE_Q3_K:
+        case GGML_TYPE_IQ2_XXS:
+        case GGML_TYPE_IQ2_XS:
+        case GGML_TYPE_IQ2_S:
+        case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ3_S:
             k_block_rows(t, g) ? launch_qk(t, g, st) : launch_qr(t, g, st);
             break;
         default:

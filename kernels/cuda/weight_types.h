@@ -13,9 +13,9 @@
 // takes beyond the Part formats: every one of them is decoded by quants.h's
 // decode_run, on the device too (dequant.cuh), and multiplied by the integer
 // mat-vec over those runs (mul_mat_vec_run.cu), cuBLAS over their F16 decode
-// or the tiled kernel; mmq has formats for Q2_K, Q3_K and the 4-bit table
-// ones among them (SI_CUDA_MMQ_WEIGHT_TYPES; mm_plan.h says when it takes
-// them).
+// or the tiled kernel; mmq has formats for Q2_K, Q3_K, the 4-bit table ones
+// and the IQ2/IQ3 grids among them (SI_CUDA_MMQ_WEIGHT_TYPES; mm_plan.h says
+// when it takes them).
 //
 // Plain C++ (no CUDA headers): op_table.cpp reads it in every build.
 #pragma once
@@ -31,7 +31,9 @@
     X(Q2_K) X(Q3_K) X(IQ4_NL) X(IQ4_XS) X(MXFP4) X(NVFP4) X(Q1_0) X(Q2_0) X(IQ2_XXS) X(IQ2_XS) X(IQ2_S) \
     X(IQ3_XXS) X(IQ3_S) X(IQ1_S) X(IQ1_M)
 // mmq's formats (mmq_formats.cuh); mm_plan.h's mmq_chunk gives their chunks.
-#define SI_CUDA_MMQ_WEIGHT_TYPES(X) SI_CUDA_PART_WEIGHT_TYPES(X) X(Q2_K) X(Q3_K) X(IQ4_NL) X(IQ4_XS) X(MXFP4)
+#define SI_CUDA_MMQ_WEIGHT_TYPES(X)                                                                         \
+    SI_CUDA_PART_WEIGHT_TYPES(X) X(Q2_K) X(Q3_K) X(IQ4_NL) X(IQ4_XS) X(MXFP4) X(IQ2_XXS) X(IQ2_XS) X(IQ2_S) \
+    X(IQ3_XXS) X(IQ3_S)
 #define SI_CUDA_BLOCK_WEIGHT_TYPES(X) SI_CUDA_PART_WEIGHT_TYPES(X) SI_CUDA_INT_FORM_WEIGHT_TYPES(X)
 #define SI_CUDA_WEIGHT_TYPES(X) SI_CUDA_FLOAT_WEIGHT_TYPES(X) SI_CUDA_BLOCK_WEIGHT_TYPES(X)
 

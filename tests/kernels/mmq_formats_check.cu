@@ -264,6 +264,11 @@ int main() {
     ok &= check<GGML_TYPE_Q6_K, quant::BlockQ6_K>("q6_k", {208});
     ok &= check<GGML_TYPE_Q2_K, quant::BlockQ2_K>("q2_k", {80, 82});
     ok &= check<GGML_TYPE_Q3_K, quant::BlockQ3_K>("q3_k", {108});
+    ok &= check<GGML_TYPE_IQ2_XXS, quant::BlockIQ2_XXS>("iq2_xxs", {0});
+    ok &= check<GGML_TYPE_IQ2_XS, quant::BlockIQ2_XS>("iq2_xs", {0});
+    ok &= check<GGML_TYPE_IQ2_S, quant::BlockIQ2_S>("iq2_s", {0});
+    ok &= check<GGML_TYPE_IQ3_XXS, quant::BlockIQ3_XXS>("iq3_xxs", {0});
+    ok &= check<GGML_TYPE_IQ3_S, quant::BlockIQ3_S>("iq3_s", {0});
     ok &= check<GGML_TYPE_IQ4_NL, quant::BlockIQ4_NL>("iq4_nl", {0});
     ok &= check<GGML_TYPE_IQ4_XS, quant::BlockIQ4_XS>("iq4_xs", {0});
     ok &= check<GGML_TYPE_MXFP4, quant::BlockMXFP4>("mxfp4", {});

@@ -167,7 +167,7 @@ TEST(ProductPlan, KFormatsDecodeUpToTwoColumnsOnTheirMatVec) {
 }
 
 TEST(ProductPlan, IntegerFormTypesTakeTheirMatVecThenDecodedGemms) {
-    for (ggml_type t : {GGML_TYPE_IQ3_S, GGML_TYPE_IQ2_XXS, GGML_TYPE_NVFP4, GGML_TYPE_Q1_0}) {
+    for (ggml_type t : {GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_NVFP4, GGML_TYPE_Q1_0, GGML_TYPE_Q2_0}) {
         EXPECT_EQ(plan::mmq_chunk(t), 0) << ggml_type_name(t);
         EXPECT_EQ(plan::vec_int_max_n(t), plan::kVecMaxN) << ggml_type_name(t);
         plan::Problem p = problem(t, 8);
@@ -191,8 +191,10 @@ TEST(ProductPlan, IntegerFormTypesWithMmqTakeTheirMatVecThenMmq) {
         int       chunk, vec_n;
     };
     for (const Case & k : {Case{GGML_TYPE_IQ4_NL, 256, 8}, Case{GGML_TYPE_IQ4_XS, 256, 8},
-                           Case{GGML_TYPE_MXFP4, 256, 8}, Case{GGML_TYPE_Q2_K, 256, 4},
-                           Case{GGML_TYPE_Q3_K, 512, 4}}) {
+                           Case{GGML_TYPE_MXFP4, 256, 8}, Case{GGML_TYPE_Q2_K, 256, 1},
+                           Case{GGML_TYPE_Q3_K, 512, 2}, Case{GGML_TYPE_IQ2_XXS, 512, 8},
+                           Case{GGML_TYPE_IQ2_XS, 512, 8}, Case{GGML_TYPE_IQ2_S, 512, 8},
+                           Case{GGML_TYPE_IQ3_XXS, 512, 8}, Case{GGML_TYPE_IQ3_S, 512, 8}}) {
         const ggml_type t = k.t;
         EXPECT_EQ(plan::mmq_chunk(t), k.chunk) << ggml_type_name(t);
         EXPECT_EQ(plan::vec_int_max_n(t), plan::kVecMaxN) << ggml_type_name(t);
