@@ -2,8 +2,8 @@
 // number of src1 columns (Note [product plan] in mm_plan.h says when):
 //   dst[m, n] = sum_k w[k, m] * x[k, n],  w = s * q + mn per sub-block,
 //   x quantized to int8 per 32 values first (quantize_act / quantize_act_k),
-// the integer sums of every 32-element sub-block by mma.m16n8k32.s8 (Q3_K,
-// Q6_K: two m16n8k16, one per 16-element scale), then, in float,
+// the integer sums of every 32-element sub-block by mma.m16n8k32.s8 (Q6_K,
+// IQ2_XS, IQ2_S: two m16n8k16, one per 16-element scale), then, in float,
 //   acc += s * da * sum(q * qa) + mn * da * sum(qa)     (mmq_formats.cuh)
 // (Q2_K, whose minimum changes every 16 elements: a second m16n8k32 of the
 // minimum codes, acc += da * (d * sum(sc q * qa) - dmin * sum(m * qa))).
