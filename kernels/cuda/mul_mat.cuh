@@ -223,6 +223,11 @@ struct Q8Args {
     int64_t        d_nb1, d_nb2, d_nb3;
     int64_t        K, M, N, ne12, ne13, r2, r3;
     RowAdd         add;  // a fused ADD (dst is one matrix: ne12 = ne13 = 1); add.dst null: none
+    // MUL_MAT_ID (mul_mat_id_q8): matrix (i12, i13) is the pair (slot e, token
+    // t), one column each, with the weights of expert ids[e, t] (a_nb2 per
+    // expert) and src1 column (e % ne11, t); null: MUL_MAT.
+    const char *   ids = nullptr;
+    int64_t        ids_nb0 = 0, ids_nb1 = 0, n_as = 0, ne11 = 1;
 };
 // Up to kMaxGroup products sharing src1 (and so K, N, ne12, ne13) and the
 // weight type, in one launch: rows [row0[j], row0[j] + m[j].M) of the
@@ -243,10 +248,36 @@ __device__ __forceinline__ int group_member(const Q8Group & g, int64_t row) {
     }
     return j;
 }
+// MUL_MAT_ID: the expert of pair (i12, i13), -1 where its id is outside
+// [0, n_as) (the pair's column is then zero). The ids come from the kernels
+// before: read only after pdl_wait (Note [dependent launch]).
+__device__ __forceinline__ int64_t expert_at(const Q8Args & p, int64_t i12, int64_t i13) {
+    const int32_t x = *reinterpret_cast<const int32_t *>(p.ids + i12 * p.ids_nb0 + i13 * p.ids_nb1);
+    return x >= 0 && x < p.n_as ? x : -1;
+}
 // Row m of member p's weights for the matrix (i12, i13) of src1 (broadcast
-// by r2, r3 as ggml's MUL_MAT does).
+// by r2, r3 as ggml's MUL_MAT does; MUL_MAT_ID: of the pair's expert, expert 0
+// for an id out of range).
 __device__ __forceinline__ const uint8_t * weight_row(const Q8Args & p, int64_t m, int64_t i12, int64_t i13) {
+    if (p.ids != nullptr) {
+        const int64_t x = expert_at(p, i12, i13);
+        return reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (x < 0 ? 0 : x) * p.a_nb2);
+    }
     return reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3);
+}
+// The first activation column of matrix (i12, i13).
+__device__ __forceinline__ int64_t act_col0(const Q8Args & p, int64_t i12, int64_t i13) {
+    return p.ids != nullptr ? i12 % p.ne11 + i13 * p.ne11 : (i12 + i13 * p.ne12) * p.N;
+}
+// Whether the sums of matrix (i12, i13) are stored as computed (false: a
+// MUL_MAT_ID pair whose id is out of range, stored as zeros).
+__device__ __forceinline__ bool matrix_live(const Q8Args & p, int64_t i12, int64_t i13) {
+    return p.ids == nullptr || expert_at(p, i12, i13) >= 0;
+}
+// Before the weights' first load: MUL_MAT_ID's expert ids are another
+// kernel's output, so their products wait for it first.
+__device__ __forceinline__ void ids_wait(const Q8Args & p) {
+    if (p.ids != nullptr) pdl_wait();
 }
 // The K formats' mat-vec (mul_mat_vec_k.cu): up to 4 columns.
 void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st);
@@ -271,6 +302,11 @@ Status mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
 // lays them out), e.g. by the fused RMS_NORM x MUL that produced it.
 void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add,
                         const int8_t * q, const float2 * ds);
+// MUL_MAT_ID through the integer mat-vecs, one (slot, token) pair per matrix:
+// whether they take its experts (q8_id_applies: the weight checks of
+// q8_applies), and the product (false: no scratch memory, logged).
+bool q8_id_applies(const ggml_tensor * as, const ggml_tensor * b);
+Status mul_mat_id_q8(rt::cuda::CudaStream & stream, ggml_tensor * node);
 
 // MUL_MAT_ID mat-vec: pairs (e, t) of ids (n_used x n_tok); expert x = ids[e, t]
 // of n_as; src1 column (e % ne11, t) of the staged Y (nb1 = column, nb2 = token);

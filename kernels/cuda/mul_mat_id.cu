@@ -7,7 +7,9 @@
 // The ids live on the device, so the host cannot group pairs by expert
 // without waiting for the stream. Two paths:
 //   few pairs (token generation): every (e, t) pair is a grid row of the
-//     mat-vec kernel (mul_mat_vec.cu), which reads its expert id itself;
+//     mat-vec kernel, which reads its expert id itself: the integer
+//     mat-vecs for the block formats they take (src1 quantized per 32, as
+//     for MUL_MAT; mul_mat_vec_q8.cu), the float one (mul_mat_vec.cu) else;
 //   otherwise the pairs are grouped by expert on the device (count, a
 //     one-thread scan that also lists the 64-column tiles of every expert,
 //     scatter) and the tiled tensor-core product (mul_mat_tile.cuh) runs once
@@ -156,6 +158,11 @@ Status mul_mat_id(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     }
     if (ggml_nelements(node) == 0) {
         return true;
+    }
+    // Few pairs of block-quantized experts: the integer mat-vecs, a pair per
+    // matrix (mul_mat_vec_q8.cu), which read each expert's weights as stored.
+    if (ids->ne[0] * ids->ne[1] <= kMaxVecPairs && mm::q8_id_applies(as, b)) {
+        return mm::mul_mat_id_q8(stream, node);
     }
     cudaStream_t st = stream_of(stream);
     mm::Staged y = mm::stage_y(b, as->type, st);

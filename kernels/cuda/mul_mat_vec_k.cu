@@ -412,8 +412,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
 
     for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
         const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
+        ids_wait(p);
         const uint8_t * row = weight_row(p, m, i12, i13);
-        const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
+        const int64_t col0 = act_col0(p, i12, i13);
         float acc[RW * NC];
 #pragma unroll
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
@@ -449,6 +450,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
 #pragma unroll
                 for (int r = 0; r < RW; ++r) w[r] = next[r];
             }
+        }
+        if (!matrix_live(p, i12, i13)) {
+#pragma unroll
+            for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         }
         RowAdd add = p.add;
         if (add.dst != nullptr) {

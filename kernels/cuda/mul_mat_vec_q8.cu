@@ -324,8 +324,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
 
     for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
         const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
+        ids_wait(p);
         const uint8_t * row = weight_row(p, m, i12, i13);
-        const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
+        const int64_t col0 = act_col0(p, i12, i13);
         const int8_t * qa = p.q + col0 * p.K;
         const float2 * da = p.ds + col0 * nb;
         float acc[RW * NC];
@@ -394,6 +395,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
 #pragma unroll
                 for (int k = 0; k < F::kW; ++k) cur[r][k] = nxt[r][k];
             }
+        }
+        if (!matrix_live(p, i12, i13)) {
+#pragma unroll
+            for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         }
         RowAdd add = p.add;
         if (add.dst != nullptr) {
@@ -548,23 +553,68 @@ Q8Args args_for(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, c
 
 } // namespace
 
-bool q8_applies(const ggml_tensor * a, const ggml_tensor * b) {
+// Whether the integer mat-vecs read these weights: a type they have, K and
+// the rows as their loads need.
+bool q8_weights_ok(const ggml_tensor * a) {
     const ggml_type t = a->type;
-    if (is_int_form_weight(t)) {
-        // mul_mat_vec_run.cu reads blocks in place (their own alignment) and
-        // 16 activation codes per run (K % 32: whole activation groups).
-        const size_t align = size_t(dq::int_form_align(t));
-        return b->ne[1] <= plan::vec_int_max_n(t) && a->ne[0] % 32 == 0 && aligned_to(a, align) &&
-               a->nb[1] % align == 0 && a->nb[2] % align == 0 && a->nb[3] % align == 0 &&
-               a->ne[1] <= int64_t(INT32_MAX);
-    }
-    // Q6_K's 210-byte blocks are read with 4-byte loads realigned in
-    // registers (mul_mat_vec_k.cu); every other format with 16-byte loads.
-    const size_t align = t == GGML_TYPE_Q6_K ? 2 : 16;
+    if (plan::vec_int_max_n(t) == 0) return false;
+    // mul_mat_vec_run.cu reads integer-form blocks in place (their own
+    // alignment) and 16 activation codes per run (K % 32: whole activation
+    // groups); Q6_K's 210-byte blocks are read with 4-byte loads realigned in
+    // registers (mul_mat_vec_k.cu); every other format with 16-byte loads and
     // K % 256: whole runs of 8 blocks (or whole super-blocks), and 16-byte
     // aligned activation columns.
-    return b->ne[1] <= plan::vec_int_max_n(t) && a->ne[0] % (32 * kRun) == 0 && aligned_to(a, align) &&
-           a->nb[1] % align == 0 && a->nb[2] % align == 0 && a->nb[3] % align == 0 && a->ne[1] <= int64_t(INT32_MAX);
+    const bool int_form = is_int_form_weight(t);
+    const size_t align = int_form ? size_t(dq::int_form_align(t)) : t == GGML_TYPE_Q6_K ? 2 : 16;
+    return a->ne[0] % (int_form ? 32 : 32 * kRun) == 0 && aligned_to(a, align) && a->nb[1] % align == 0 &&
+           a->nb[2] % align == 0 && a->nb[3] % align == 0 && a->ne[1] <= int64_t(INT32_MAX);
+}
+
+bool q8_applies(const ggml_tensor * a, const ggml_tensor * b) {
+    return b->ne[1] <= plan::vec_int_max_n(a->type) && q8_weights_ok(a);
+}
+
+bool q8_id_applies(const ggml_tensor * as, const ggml_tensor * b) {
+    return q8_weights_ok(as) && b->type == GGML_TYPE_F32 && b->ne[3] == 1;
+}
+
+Status mul_mat_id_q8(rt::cuda::CudaStream & stream, ggml_tensor * node) {
+    const ggml_tensor * as = node->src[0];
+    const ggml_tensor * b = node->src[1];
+    const ggml_tensor * ids = node->src[2];
+    cudaStream_t st = stream.begin_launch();
+    // b's rows (e, t) in order: the column of pair (e, t) is e % ne11 + t * ne11 (act_col0).
+    QuantizedY y = quantize_y(stream, b, st);
+    if (!y.ok) return Status::out_of_memory;
+    Q8Group g{};
+    g.n = 1;
+    g.rows = as->ne[1];
+    Q8Args & p = g.m[0];
+    p.a = static_cast<const char *>(as->data);
+    p.a_nb1 = int64_t(as->nb[1]);
+    p.a_nb2 = int64_t(as->nb[2]);
+    p.a_nb3 = 0;
+    p.q = y.q;
+    p.ds = y.ds;
+    p.d = static_cast<char *>(node->data);
+    p.d_nb1 = int64_t(node->nb[1]);
+    p.d_nb2 = int64_t(node->nb[1]);  // matrix (e, t) at e * nb1 + t * nb2 of dst
+    p.d_nb3 = int64_t(node->nb[2]);
+    p.K = as->ne[0];
+    p.M = as->ne[1];
+    p.N = 1;
+    p.ne12 = ids->ne[0];
+    p.ne13 = ids->ne[1];
+    p.r2 = p.r3 = 1;
+    p.ids = static_cast<const char *>(ids->data);
+    p.ids_nb0 = int64_t(ids->nb[0]);
+    p.ids_nb1 = int64_t(ids->nb[1]);
+    p.n_as = as->ne[2];
+    p.ne11 = b->ne[1];
+    launch_q8(as->type, g, st);
+    SI_CUDA_LAUNCH_CHECK();
+    release(y, st);
+    return true;
 }
 
 bool same_src1(const ggml_tensor * x, const ggml_tensor * y) {

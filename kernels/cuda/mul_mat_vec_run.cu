@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_run_kernel(const __grid_const
     for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
         const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
         const uint8_t * row = weight_row(p, m, i12, i13);
-        const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
+        const int64_t col0 = act_col0(p, i12, i13);
         float acc[NC];
 #pragma unroll
         for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
@@ -72,6 +72,10 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_run_kernel(const __grid_const
                     acc[c] += dq::run_dot<B>(w, a, p.ds[col * (p.K / 32) + u / 2].x);
                 }
             }
+        }
+        if (!matrix_live(p, i12, i13)) {
+#pragma unroll
+            for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
         }
         RowAdd add = p.add;
         if (add.dst != nullptr) {
