@@ -5,21 +5,27 @@
 //   weights            columns       kernel
 //   Q4_0..Q5_1, Q8_0   1..5          integer mat-vec (mul_mat_vec_q8.cu)
 //   Q4_K, Q5_K, Q6_K   1..2          integer mat-vec (mul_mat_vec_k.cu)
+//   Q2_K / Q3_K        1 / 1..2      the same
+//   IQ2_XXS, IQ2_XS,   1..4          the same (mmq.cu's formats read in place)
+//   IQ2_S, IQ3_XXS,
+//   IQ3_S
 //   IQ4_NL, IQ4_XS,    1..8          integer mat-vec, a lane per block
 //   MXFP4                            (mul_mat_vec_q8.cu)
-//   the formats above  3(5, 9)..127  integer tensor-core product (mmq.cu),
-//                                    8..64 columns per tile
+//   the formats above  2(3, 5, 6, 9)..127  integer tensor-core product
+//                                    (mmq.cu), 8..64 columns per tile
 //                      128..         cuBLAS over weights decoded to F16
 //                                    (mul_mat_blas.cu) when it is loaded,
 //                                    else mmq.cu
 //   F32, F16, BF16     1..8          warp-per-row mat-vec (mul_mat_vec.cu)
 //                      9..           cuBLAS, else the tiled TF32 kernel
-//   other integer-     1..8          integer mat-vec: a lane per block where
-//   form (Q2_K, Q3_K,                K % 256 and 8-byte aligned rows, the rest
-//   IQ1..IQ3, NVFP4,                 over decode_run's runs (mul_mat_vec_run.cu)
-//   Q1_0, Q2_0)        9..           cuBLAS over weights decoded to F16,
-//                                    else the tiled TF32 kernel (weight_types.h
+//   other integer-     1..8          integer mat-vec over decode_run's runs
+//   form (IQ1_S,                     (mul_mat_vec_run.cu)
+//   IQ1_M, NVFP4,      9..           cuBLAS over weights decoded to F16,
+//   Q1_0, Q2_0)                      else the tiled TF32 kernel (weight_types.h
 //                                    lists them)
+// Rows the mmq formats' kernels cannot read (mmq: 16-byte aligned rows;
+// the K formats' mat-vec: a 4-byte aligned first block) take the run
+// mat-vec up to 8 columns and the decoding paths beyond, as the last row.
 // Measured on the H200 (4096 x 14336, `standin matmul`, results/h200): the
 // mat-vecs beat mmq up to the counts of vec_int below; mmq is ahead of
 // ggml-cuda at 8 to 16 columns (Q4_0 1.23-1.26), level at 24, 32 and 64
@@ -32,7 +38,12 @@
 // 14336 at 16 / 64 / 128 columns 177 / 181 / 188 us against mmq's 43 / 77 /
 // 126 and ggml-cuda's 40 / 66 / 97; 1B IQ4_XS batched decode at 16 / 32 / 64
 // sequences 0.58 / 0.58 / 0.74 of ggml-cuda, with mmq 1.13 / 1.03 / 0.99:
-// summary-89.txt).
+// summary-89.txt). So did Q2_K, Q3_K and the IQ2/IQ3 grids (on the H100,
+// summary-90.txt, -91.txt; 4096 x 14336 at 16 columns, us, F16 decode and
+// cuBLAS / mmq / ggml-cuda): Q2_K 175.2 / 43.1 / 48.4, Q3_K 136.1 / 54.1 /
+// 47.7, IQ2_XXS 201.8 / 53.0 / 46.7, IQ3_S 165.0 / 49.8 / 54.2; at 128
+// columns mmq was still ahead of that path for them (IQ2_XXS 138.8 against
+// 212.1 us, Q2_K 143.2 against 184.9), not measured beyond.
 //
 // Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 6, 8), weight rows per block
 // 64 * mw (mw = 1, 2); SI_MMQ_SHAPES lists the pairs mmq.cu builds. When the
@@ -132,10 +143,19 @@ inline VecInt vec_int(ggml_type t) {
             return {8, 5};
         case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
             return {4, 2};
+        // The K formats' kernel to 4 columns, runs (mul_mat_vec_run.cu) to 8.
+        // 4096 x 14336 on the H100 (summary-90.txt, -91.txt), us, mat-vec /
+        // mmq: Q2_K 17.0 / 27.7 at one column, 35.1 / 30.6 at two; Q3_K 26.0 /
+        // 49.6 at one, 40.8 / 49.7 at two, 55.3 / 49.9 at four; the grids at
+        // four 44.2 / 52.6 (IQ2_XXS), 49.4 / 50.5 (IQ3_S), at six 80.2 / 53.0
+        // (the runs against mmq).
         case GGML_TYPE_Q2_K:
-            return {8, 1};  // the K formats' kernel to 4 columns, runs (mul_mat_vec_run.cu) to 8
+            return {8, 1};
         case GGML_TYPE_Q3_K:
             return {8, 2};
+        case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ3_S:
+            return {8, 4};
         default:
             return is_int_form_weight(t) ? VecInt{8, 8} : VecInt{0, 0};
     }

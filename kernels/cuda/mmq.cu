@@ -2,15 +2,16 @@
 // number of src1 columns (Note [product plan] in mm_plan.h says when):
 //   dst[m, n] = sum_k w[k, m] * x[k, n],  w = s * q + mn per sub-block,
 //   x quantized to int8 per 32 values first (quantize_act / quantize_act_k),
-// the integer sums of every 32-element sub-block by mma.m16n8k32.s8 (Q6_K,
-// IQ2_XS, IQ2_S: two m16n8k16, one per 16-element scale), then, in float,
+// the integer sums of every 32-element sub-block by mma.m16n8k32.s8 (Q3_K,
+// Q6_K, IQ2_XS, IQ2_S: two m16n8k16, one per 16-element scale), then, in
+// float,
 //   acc += s * da * sum(q * qa) + mn * da * sum(qa)     (mmq_formats.cuh)
 // (Q2_K, whose minimum changes every 16 elements: a second m16n8k32 of the
 // minimum codes, acc += da * (d * sum(sc q * qa) - dmin * sum(m * qa))).
 //
 // Block tile: 64 * mw weight rows by 8 * nt columns; 4 warps, each 16 * mw
 // rows by all the tile's columns. K advances one chunk at a time (256
-// elements; Q3_K, Q6_K 512) through a cp.async pipeline of kStages stages holding
+// elements; 512 where a super-block is not whole 4-byte words) through a cp.async pipeline of kStages stages holding
 // the chunk's raw weight bytes, as stored (no repacking: any ggml buffer
 // works), and its activation codes and scales. A lane builds its A fragments
 // straight from the raw bytes (mmq_formats.cuh) and reads B fragments from

@@ -8,7 +8,7 @@
 //     sum(w * x) = s * da * sum(q * qa) + mn * da * sum(qa)
 // so the tensor cores form the integer sums and the epilogue applies
 // s * ds.x and mn * ds.y. Every format's constant offset (Q4_0's 8, Q5_0's 16,
-// Q6_K's 32) is taken off the codes here, so codes are signed int8 and need
+// Q3_K's 4, Q6_K's 32) is taken off the codes here, so codes are signed int8 and need
 // no correction term: a b-bit code x placed at the top of its byte with that
 // top bit flipped is the byte 2^(8-b) (x - 2^(b-1)), one shift and one logic
 // operation per word (a bytewise subtraction is several instructions), and
@@ -19,11 +19,11 @@
 // 16+4t..16+4t+3 (hi) of sub-block s of the chunk that starts at `row`, as
 // four signed bytes each: exactly the A fragment words of mma.m16n8k32 for
 // thread t of a quad (kernels/cuda/mmq.cu).
-// scale(row, s, sc, mn): s and mn of sub-block s; Q6_K, IQ2_XS and IQ2_S
-// (16-element scales, kSplit16) give the scale of each half: sc for elements
-// 0..15, mn for 16..31, and their products use two m16n8k16 steps. Q2_K and
-// Q3_K carry their 16-element scales in the codes; Q2_K (kMinCodes) has a
-// second set of codes, min_codes(row, s, lo, hi), for its minimum.
+// scale(row, s, sc, mn): s and mn of sub-block s; Q3_K, Q6_K, IQ2_XS and
+// IQ2_S (16-element scales, kSplit16) give the scale of each half: sc for
+// elements 0..15, mn for 16..31, and their products use two m16n8k16 steps.
+// Q2_K (kMinCodes) has a second set of codes, min_codes(row, s, lo, hi), for
+// its minimum.
 //
 // Sub-blocks and chunks of a format are those of its own layout (for the K
 // formats sub-block s of a chunk is elements 32s..32s+31 of it), so the
@@ -85,17 +85,6 @@ __host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, u
     const uint64_t v = (uint64_t(y) << 32) | x;
     uint32_t r = 0;
     for (int n = 0; n < 4; ++n) r |= uint32_t((v >> (8 * ((s >> (4 * n)) & 7u))) & 0xffu) << (8 * n);
-    return r;
-#endif
-}
-
-// a - b bytewise (each byte modulo 256, no borrow between bytes), also on the host.
-__host__ __device__ __forceinline__ uint32_t bytes_sub(uint32_t a, uint32_t b) {
-#ifdef __CUDA_ARCH__
-    return __vsub4(a, b);
-#else
-    uint32_t r = 0;
-    for (int j = 0; j < 4; ++j) r |= ((((a >> (8 * j)) & 0xffu) - ((b >> (8 * j)) & 0xffu)) & 0xffu) << (8 * j);
     return r;
 #endif
 }
@@ -322,44 +311,38 @@ template <> struct Fmt<GGML_TYPE_Q6_K> {
 };
 
 // Q3_K: w = d * sc16 * (x - 4), 3-bit codes x from qs (2 bits) and hmask (the
-// third), one signed 6-bit scale sc16 (offset 32) per 16 elements (quants.h's
+// third), one signed 6-bit scale (offset 32) per 16 elements (quants.h's
 // BlockQ3_K and decode_run state the layout). Element l of sub-block s (n =
 // s / 4 of the block's halves, j = s % 4): qs[32n + l] >> 2j and bit s of
-// hmask[l]; scales 2s (elements 0..15) and 2s + 1. The scales go into the
-// codes, negated: sc16 * (4 - x) lies in [-128, 124] (sc16 in [-32, 31],
-// x - 4 in [-4, 3]), an int8, where sc16 * (x - 4) could be 128; so one
-// m16n8k32 takes the whole sub-block and scale() gives -d. Two super-blocks
-// per chunk (110-byte blocks: a chunk of whole 4-byte words).
+// hmask[l]; scales 2s (elements 0..15) and 2s + 1. Two super-blocks per chunk
+// (110-byte blocks: a chunk of whole 4-byte words), read as Q6_K's are.
 __host__ __device__ __forceinline__ int q3k_scale(const uint8_t * b, int r) {
     const int lo = r < 8 ? b[96 + r] & 15 : b[96 + r - 8] >> 4;
     const int hi = (b[104 + r % 4] >> (2 * (r / 4))) & 3;
     return (lo | (hi << 4)) - 32;
 }
 
-// Bytes sc * (4 - x) of the codes x (0..7 per byte): x * |sc| is at most 224
-// per byte, so one multiply forms it without carries, and a bytewise
-// subtraction from or of 4 |sc| gives the signed result.
-__host__ __device__ __forceinline__ uint32_t q3k_scaled(uint32_t x, int sc) {
-    const uint32_t a = uint32_t(sc < 0 ? -sc : sc), p = x * a, c = 4u * a * 0x01010101u;
-    return sc < 0 ? bytes_sub(p, c) : bytes_sub(c, p);
-}
-
 template <> struct Fmt<GGML_TYPE_Q3_K> {
     static constexpr int kBytes = 110, kQK = 256, kChunkBlocks = 2;
-    static constexpr bool kMin = false, kSplit16 = false;
+    static constexpr bool kMin = false, kSplit16 = true;
     __host__ __device__ static void codes(const uint8_t * row, int s, int t, uint32_t & lo, uint32_t & hi) {
         const uint8_t * b = row + (s / 8) * kBytes;
         const int sb = s % 8, sh = 2 * (sb % 4);
         const uint8_t * qs = b + 32 + 32 * (sb / 4);
-        const uint32_t x0 = ((u32_a2(qs + 4 * t) >> sh) & 0x03030303u) | (((u32_a2(b + 4 * t) >> sb) & 0x01010101u) << 2);
-        const uint32_t x1 =
-            ((u32_a2(qs + 16 + 4 * t) >> sh) & 0x03030303u) | (((u32_a2(b + 16 + 4 * t) >> sb) & 0x01010101u) << 2);
-        lo = q3k_scaled(x0, q3k_scale(b, 2 * sb));
-        hi = q3k_scaled(x1, q3k_scale(b, 2 * sb + 1));
+        // Low 2 bits from qs, the third from hmask (b + 0), per byte.
+        const auto x = [&](int at) {
+            return ((u32_a2(qs + at) >> sh) & 0x03030303u) | (((u32_a2(b + at) >> sb) & 0x01010101u) << 2);
+        };
+        const uint32_t x0 = x(4 * t), x1 = x(16 + 4 * t);
+        lo = (x0 << 5) ^ kTopBits;  // 32 (x - 4)
+        hi = (x1 << 5) ^ kTopBits;
     }
     __host__ __device__ static void scale(const uint8_t * row, int s, float & sc, float & mn) {
-        sc = -half(*reinterpret_cast<const uint16_t *>(row + (s / 8) * kBytes + 108));
-        mn = 0.0f;
+        const uint8_t * b = row + (s / 8) * kBytes;
+        const float d = half(*reinterpret_cast<const uint16_t *>(b + 108)) * 0.03125f;
+        const int sb = s % 8;
+        sc = d * float(q3k_scale(b, 2 * sb));
+        mn = d * float(q3k_scale(b, 2 * sb + 1));
     }
 };
 
@@ -420,7 +403,13 @@ template <> struct Fmt<GGML_TYPE_IQ4_XS> {
 // 0xff in those bytes, subtracted bytewise.
 __host__ __device__ __forceinline__ uint32_t signed_word(uint32_t w, uint32_t s) {
     const uint32_t m = (((s & 15u) * 0x00204081u) & 0x01010101u) * 0xffu;  // bit j to byte j
-    return bytes_sub(w ^ m, m);
+#ifdef __CUDA_ARCH__
+    return __vsub4(w ^ m, m);
+#else
+    uint32_t r = 0;
+    for (int j = 0; j < 4; ++j) r |= (((((w ^ m) >> (8 * j)) & 0xffu) - ((m >> (8 * j)) & 0xffu)) & 0xffu) << (8 * j);
+    return r;
+#endif
 }
 
 // A 7-bit sign index to its 8 sign bits (quant::signs_of_index, by popcount).
@@ -550,7 +539,9 @@ template <> struct Fmt<GGML_TYPE_IQ3_S> {
 
 // Whether a format has a second integer product for its minimum (Fmt<Q2_K>).
 template <typename F, typename = void> struct HasMinCodes { static constexpr bool value = false; };
-template <typename F> struct HasMinCodes<F, decltype(void(F::kMinCodes))> { static constexpr bool value = F::kMinCodes; };
+template <typename F> struct HasMinCodes<F, decltype(void(F::kMinCodes))> {
+    static constexpr bool value = F::kMinCodes;
+};
 template <int T> constexpr bool kMinCodes = HasMinCodes<Fmt<T>>::value;
 
 // Elements of one chunk (the pipeline's step along K) and its raw bytes per row.

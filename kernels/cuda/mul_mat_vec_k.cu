@@ -169,6 +169,29 @@ template <> struct KFmt<GGML_TYPE_Q5_K> {
     }
 };
 
+// Q6_K, Q2_K and Q3_K split a block alike: lane t takes half n = t / 4 (128
+// elements) and in it positions l = 8p..8p+7 (p = t % 4) of its four
+// 32-element sub-blocks j (Q2_K's and Q3_K's 2-bit codes: bits 2j, 2j+1 of
+// qs[32n + l]); element 128n + 32j + l has scale (and minimum) 8n + 2j + l / 16.
+struct KActQuarters {
+    int2  a[4];  // codes of sub-block 4n + j at 8p
+    float d[4];  // their scales
+    int   sum[4];  // Q2_K: sum of a[j]'s 8 codes (its minimum changes every 16 elements, ds.y spans 32)
+};
+
+template <bool kSums>
+__device__ __forceinline__ KActQuarters load_act_quarters(const int8_t * q, const float2 * ds, int t) {
+    const int n = t >> 2, p = t & 3;
+    KActQuarters a;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        a.a[j] = *reinterpret_cast<const int2 *>(q + 128 * n + 32 * j + 8 * p);
+        a.d[j] = ds[4 * n + j].x;
+        a.sum[j] = kSums ? __dp4a(0x01010101, a.a[j].x, __dp4a(0x01010101, a.a[j].y, 0)) : 0;
+    }
+    return a;
+}
+
 // Q6_K: lane t takes half n = t / 4 of the block (128 elements) and in it
 // positions l = 8p..8p+7 (p = t % 4) of each of its four 32-element
 // quarters k, whose codes are ql[64n + l] (k = 0: low, k = 2: high nibble),
@@ -177,10 +200,7 @@ template <> struct KFmt<GGML_TYPE_Q5_K> {
 template <> struct KFmt<GGML_TYPE_Q6_K> {
     static constexpr int kBytes = sizeof(quant::BlockQ6_K), kMaxRW = 4;
     struct W { uint2 la, lb, qh, sc; uint32_t d; };
-    struct A {
-        int2  a[4];
-        float d[4];
-    };
+    using A = KActQuarters;
     __device__ static W load(const uint8_t * b, int t) {
         const int n = t >> 2, p = t & 3;
         W w;
@@ -192,14 +212,7 @@ template <> struct KFmt<GGML_TYPE_Q6_K> {
         return w;
     }
     __device__ static A load_act(const int8_t * q, const float2 * ds, int t) {
-        const int n = t >> 2, p = t & 3;
-        A a;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            a.a[k] = *reinterpret_cast<const int2 *>(q + 128 * n + 32 * k + 8 * p);
-            a.d[k] = ds[4 * n + k].x;
-        }
-        return a;
+        return load_act_quarters<false>(q, ds, t);
     }
     __device__ static float dot(const W & w, const A & a, int t) {
         const int p = t & 3;
@@ -239,28 +252,8 @@ __device__ __forceinline__ uint32_t load4_a2(const uint8_t * p) {
 }
 
 // Byte i (0..7) of a uint2.
-__device__ __forceinline__ uint32_t byte_of(const uint2 & v, int i) { return ((i < 4 ? v.x : v.y) >> (8 * (i & 3))) & 0xffu; }
-
-// Q2_K and Q3_K share Q6_K's split of a block: lane t takes half n = t / 4
-// (128 elements) and in it positions l = 8p..8p+7 (p = t % 4) of its four
-// 32-element sub-blocks j, whose 2-bit codes are the bits 2j, 2j+1 of
-// qs[32n + l]; element 128n + 32j + l has scale (and minimum) 8n + 2j + l / 16.
-struct KActQuarters {
-    int2  a[4];  // codes of sub-block 4n + j at 8p
-    float d[4];  // their scales
-    int   sum[4];  // Q2_K: sum of a[j]'s 8 codes (its minimum changes every 16 elements, ds.y spans 32)
-};
-
-template <bool kSums> __device__ __forceinline__ KActQuarters load_act_quarters(const int8_t * q, const float2 * ds, int t) {
-    const int n = t >> 2, p = t & 3;
-    KActQuarters a;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        a.a[j] = *reinterpret_cast<const int2 *>(q + 128 * n + 32 * j + 8 * p);
-        a.d[j] = ds[4 * n + j].x;
-        a.sum[j] = kSums ? __dp4a(0x01010101, a.a[j].x, __dp4a(0x01010101, a.a[j].y, 0)) : 0;
-    }
-    return a;
+__device__ __forceinline__ uint32_t byte_of(const uint2 & v, int i) {
+    return ((i < 4 ? v.x : v.y) >> (8 * (i & 3))) & 0xffu;
 }
 
 // Q2_K (84-byte blocks, 4-byte aligned rows: launch_q8 checks): w = d * sc *
@@ -279,7 +272,9 @@ template <> struct KFmt<GGML_TYPE_Q2_K> {
         r.dd = __ldg(w + 20);
         return r;
     }
-    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) { return load_act_quarters<true>(q, ds, t); }
+    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) {
+        return load_act_quarters<true>(q, ds, t);
+    }
     __device__ static float dot(const W & w, const A & a, int t) {
         const int p = t & 3;
         float rd = 0.0f, rm = 0.0f;
@@ -313,7 +308,9 @@ template <> struct KFmt<GGML_TYPE_Q3_K> {
         w.d = __ldg(reinterpret_cast<const uint16_t *>(b + 108));
         return w;
     }
-    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) { return load_act_quarters<false>(q, ds, t); }
+    __device__ static A load_act(const int8_t * q, const float2 * ds, int t) {
+        return load_act_quarters<false>(q, ds, t);
+    }
     __device__ static float dot(const W & w, const A & a, int t) {
         const int n = t >> 2, p = t & 3;
         float r = 0.0f;

@@ -180,11 +180,12 @@ TEST(ProductPlan, IntegerFormTypesTakeTheirMatVecThenDecodedGemms) {
 }
 
 // The integer-form formats mmq has: the 4-bit table formats take their
-// integer mat-vec up to 8 columns, Q2_K and Q3_K the K formats' up to 4; mmq
-// after that (the F16 decode and cuBLAS they had taken from 9 measured 3-4x
-// slower for the table formats), cuBLAS from kBlasOverMmqN as the other block
-// formats; GGML_STANDIN_MMQ=all gives them to mmq at every count, and rows
-// mmq cannot stage keep the other paths.
+// integer mat-vec up to 8 columns, Q2_K, Q3_K and the IQ2/IQ3 grids the K
+// formats' up to 1, 2 and 4 (where it measured faster than mmq); mmq after
+// that (the F16 decode and cuBLAS they had taken from 9 measured 3-4x slower
+// for the table formats, 1.1-4.2x for these), cuBLAS from kBlasOverMmqN as the
+// other block formats; GGML_STANDIN_MMQ=all gives them to mmq at every count,
+// and rows mmq cannot stage keep the other paths.
 TEST(ProductPlan, IntegerFormTypesWithMmqTakeTheirMatVecThenMmq) {
     struct Case {
         ggml_type t;
@@ -192,9 +193,9 @@ TEST(ProductPlan, IntegerFormTypesWithMmqTakeTheirMatVecThenMmq) {
     };
     for (const Case & k : {Case{GGML_TYPE_IQ4_NL, 256, 8}, Case{GGML_TYPE_IQ4_XS, 256, 8},
                            Case{GGML_TYPE_MXFP4, 256, 8}, Case{GGML_TYPE_Q2_K, 256, 1},
-                           Case{GGML_TYPE_Q3_K, 512, 2}, Case{GGML_TYPE_IQ2_XXS, 512, 8},
-                           Case{GGML_TYPE_IQ2_XS, 512, 8}, Case{GGML_TYPE_IQ2_S, 512, 8},
-                           Case{GGML_TYPE_IQ3_XXS, 512, 8}, Case{GGML_TYPE_IQ3_S, 512, 8}}) {
+                           Case{GGML_TYPE_Q3_K, 512, 2}, Case{GGML_TYPE_IQ2_XXS, 512, 4},
+                           Case{GGML_TYPE_IQ2_XS, 512, 4}, Case{GGML_TYPE_IQ2_S, 512, 4},
+                           Case{GGML_TYPE_IQ3_XXS, 512, 4}, Case{GGML_TYPE_IQ3_S, 512, 4}}) {
         const ggml_type t = k.t;
         EXPECT_EQ(plan::mmq_chunk(t), k.chunk) << ggml_type_name(t);
         EXPECT_EQ(plan::vec_int_max_n(t), plan::kVecMaxN) << ggml_type_name(t);
