@@ -11,9 +11,10 @@
 //
 // Block tile: 64 * mw weight rows by 8 * nt columns; 4 warps, each 16 * mw
 // rows by all the tile's columns. K advances one chunk at a time (256
-// elements; 512 where a super-block is not whole 4-byte words) through a cp.async pipeline of kStages stages holding
-// the chunk's raw weight bytes, as stored (no repacking: any ggml buffer
-// works), and its activation codes and scales. A lane builds its A fragments
+// elements; 512 where a super-block is not whole 4-byte words) through a
+// cp.async pipeline of kStages stages holding the chunk's raw weight bytes,
+// as stored (no repacking: any ggml buffer works), and its activation codes
+// and scales. A lane builds its A fragments
 // straight from the raw bytes (mmq_formats.cuh) and reads B fragments from
 // the staged codes with ldmatrix, two n-tiles at a time; row strides are
 // padded so the 8 rows of a fragment fall in distinct bank groups.

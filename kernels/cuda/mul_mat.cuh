@@ -304,7 +304,7 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
                         const int8_t * q, const float2 * ds);
 // MUL_MAT_ID through the integer mat-vecs, one (slot, token) pair per matrix:
 // whether they take its experts (q8_id_applies: the weight checks of
-// q8_applies), and the product (false: no scratch memory, logged).
+// q8_applies), and the product (out_of_memory: no scratch memory, logged).
 bool q8_id_applies(const ggml_tensor * as, const ggml_tensor * b);
 Status mul_mat_id_q8(rt::cuda::CudaStream & stream, ggml_tensor * node);
 

@@ -27,7 +27,7 @@
 // Same launch groups (Q8Group), fused ADD epilogue and row sums as the
 // 32-element mat-vec.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=q[2-6]_K' (with
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=(q[2-6]_K|iq[23]_.*)' (with
 // GGML_STANDIN_MMQ=off for 3 and 4 columns) and the MUL_MAT_VEC_FUSION cases;
 // time with `standin matmul` (scripts/gpu-check kquant).
 #include "diag/check.h"
