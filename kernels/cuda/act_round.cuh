@@ -119,6 +119,31 @@ void act_round(const ggml_tensor * b, int group, O * y, int64_t ldy, cudaStream_
     }
 }
 
+// One 32-group held by 8 consecutive lanes of a warp (sub = lane % 8, values
+// 4 sub to 4 sub + 3 in x), rounded as QuantOut's groups are, bit for bit:
+// where `live`, the lane's 4 codes go to q (4-byte aligned) and, from sub 0,
+// {d, d * sum of the codes} to *ds. Every lane of the warp calls it (shuffles).
+__device__ __forceinline__ void quantize_group8(const float (&x)[4], bool live, uint32_t sub, int8_t * q,
+                                                float2 * ds) {
+    float amax = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const Act32Scale s = act32_scale(amax);
+    int c[4], sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        c[j] = __float2int_rn(__fmul_rn(x[j], s.id));
+        sum += c[j];
+    }
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (live) {
+        *reinterpret_cast<uint32_t *>(q) = uint32_t(c[0] & 0xff) | uint32_t(c[1] & 0xff) << 8 |
+                                           uint32_t(c[2] & 0xff) << 16 | uint32_t(c[3] & 0xff) << 24;
+        if (sub == 0) *ds = make_float2(s.d, s.d * float(sum));
+    }
+}
+
 // The integer kernels' quantization (QuantOut's results, bit for bit) with
 // 8 lanes per 32-group, 4 values each: one 16-byte load (dense F32) and one
 // 4-byte store of codes per lane, reductions over 8 lanes, and 32-bit group
@@ -149,23 +174,7 @@ __global__ void quantize_act_kernel(Shape b, const char * bd, QuantOut out, uint
                 for (int j = 0; j < 4; ++j) x[j] = load_f(b.type, bd + offset_of(b, int64_t(lin) + j));
             }
         }
-        float amax = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
-#pragma unroll
-        for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const Act32Scale s = act32_scale(amax);
-        int q[4], sum = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            q[j] = __float2int_rn(__fmul_rn(x[j], s.id));
-            sum += q[j];
-        }
-#pragma unroll
-        for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (live) {
-            *reinterpret_cast<uint32_t *>(out.q + lin) = uint32_t(q[0] & 0xff) | uint32_t(q[1] & 0xff) << 8 |
-                                                         uint32_t(q[2] & 0xff) << 16 | uint32_t(q[3] & 0xff) << 24;
-            if (sub == 0) out.ds[lin / 32] = make_float2(s.d, s.d * float(sum));
-        }
+        quantize_group8(x, live, sub, out.q + lin, out.ds + lin / 32);
     }
 }
 

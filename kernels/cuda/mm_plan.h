@@ -235,4 +235,30 @@ inline Choice choose(const Problem & p) {
     return c;
 }
 
+// MUL_MAT_ID (mul_mat_id.cu) of `pairs` (slot, token) pairs: `p` is one
+// expert's product, N the mean columns per expert (pairs / n_as, rounded up),
+// matrices the experts, vec_int_ok whether the integer mat-vec takes the
+// experts (mm::q8_id_applies). Up to kIdVecPairs pairs a mat-vec, one pair
+// per matrix; beyond, mmq over the pairs grouped by expert on the device
+// (tiles from a device-side list, no K split: the list is not known when the
+// grid is sized), else the tiled float kernel over the same grouping. The
+// float mat-vec and the tiled kernel decode every weight they read, which
+// measured 5-20x slower than mmq from 32 pairs (results/h200/summary-92.txt).
+constexpr int64_t kIdVecPairs = 32;
+inline Choice choose_id(const Problem & p, int64_t pairs) {
+    Choice c;
+    const bool mmq = !is_float(p.type) && mmq_allowed(p);
+    if (pairs <= kIdVecPairs && !(mmq && p.mmq_mode == 2)) {
+        c.path = p.vec_int_ok ? Path::vec_int : Path::vec_float;
+        return c;
+    }
+    if (mmq) {
+        c = mmq_choice(p);
+        c.split = 1;
+        return c;
+    }
+    c.path = pairs <= kIdVecPairs ? Path::vec_float : Path::tile;
+    return c;
+}
+
 } // namespace standin::kernels::cuda::plan

@@ -143,19 +143,40 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
     // The tile column and 16-byte half of a sub-block this lane addresses for ldmatrix (b_fragments).
     const int b_row = (NT == 1 ? 0 : (lane >> 4) & 1) * 8 + (lane & 7), b_half = 16 * ((lane >> 3) & 1);
     const int split = int(p.split);
-    const int64_t n_ct = (p.N + L::BN - 1) / L::BN;
+    // MUL_MAT_ID: z walks the device's tile list, one column tile each (MmqRoute).
+    const bool routed = p.route.tile_x != nullptr;
+    const int64_t n_ct = routed ? 1 : (p.N + L::BN - 1) / L::BN;
     const int64_t bx = blockIdx.x;
     const int rank = int(bx % split);
     const int64_t ct = (bx / split) % n_ct, rt = bx / split / n_ct;
-    const int64_t m0 = rt * L::BM, n0 = ct * L::BN;
+    const int64_t m0 = rt * L::BM;
     const int n_chunks = int(p.K / L::kCE);
     const int c0 = n_chunks * rank / split, c1 = n_chunks * (rank + 1) / split;
+    int64_t n_z = p.ne12 * p.ne13;
+    if (routed) {
+        pdl_wait();  // the list is the grouping kernels' output: no weight fetched before it
+        n_z = *p.route.n_tiles < p.route.max_tiles ? *p.route.n_tiles : p.route.max_tiles;
+    }
 
-    for (int64_t z = blockIdx.z; z < p.ne12 * p.ne13; z += gridDim.z) {
-        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
-        const uint8_t * wbase =
-            reinterpret_cast<const uint8_t *>(p.a + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3);
-        const int64_t col0 = (i12 + i13 * p.ne12) * p.N;  // first activation column of this matrix
+    for (int64_t z = blockIdx.z; z < n_z; z += gridDim.z) {
+        // The tile's weights, its first activation column, its columns (N
+        // of the matrix or the expert, from n0) and, for MUL_MAT, where
+        // column 0 of its dst is.
+        const uint8_t * wbase;
+        int64_t col0, N = p.N, n0 = ct * L::BN;
+        char * dst = nullptr;
+        if (routed) {
+            const int x = p.route.tile_x[z];
+            wbase = reinterpret_cast<const uint8_t *>(p.a + int64_t(x) * p.a_nb2);
+            col0 = p.route.offs[x];
+            N = p.route.counts[x];
+            n0 = p.route.tile_n0[z];
+        } else {
+            const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
+            wbase = reinterpret_cast<const uint8_t *>(p.a + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3);
+            col0 = (i12 + i13 * p.ne12) * p.N;
+            dst = p.d + i12 * p.d_nb2 + i13 * p.d_nb3;
+        }
 
         // Each thread copies the same pieces of every chunk: weight rows
         // tid / kTpr + j * kWRows (rows past M zero-filled, never stored),
@@ -197,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
         const int8_t * q_src = p.q + (col0 + n0 + tid / kQPieces) * p.K + (tid % kQPieces) * 16;
         const float2 * d_src =
             p.ds + (col0 + n0 + (kDOneCol ? tid % L::BN : 0)) * (p.K / 32) + (kDOneCol ? tid / L::BN : 0);
-        const bool d_one_in = n0 + tid % L::BN < p.N;
+        const bool d_one_in = n0 + tid % L::BN < N;
         int d_off[kDOneCol ? 1 : kDIters];
         uint32_t d_in = 0;
         if constexpr (!kDOneCol) {
@@ -205,12 +226,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
             for (int j = 0; j < kDIters; ++j) {
                 const int i = tid + j * kThreads;
                 d_off[j] = (i % L::BN) * int(p.K / 32) + i / L::BN;
-                d_in |= uint32_t(n0 + i % L::BN < p.N) << j;
+                d_in |= uint32_t(n0 + i % L::BN < N) << j;
             }
         }
         uint32_t q_in = 0;
 #pragma unroll
-        for (int j = 0; j < kQIters; ++j) q_in |= uint32_t(n0 + tid / kQPieces + j * kQCols < p.N) << j;
+        for (int j = 0; j < kQIters; ++j) q_in |= uint32_t(n0 + tid / kQPieces + j * kQCols < N) << j;
         // Weights (never written by a kernel) may be fetched before the
         // previous kernel is done; activations only after (Note [dependent launch]).
         auto load_w = [&](int c, int stage) {
@@ -384,9 +405,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
         cp_wait<0>();
         __syncthreads();  // the pipeline's shared memory is free from here on
 
-        char * dst = p.d + i12 * p.d_nb2 + i13 * p.d_nb3;
+        // MUL_MAT_ID: each tile column's dst, from its pair (the split-K
+        // reduction, which would share this memory, never runs routed).
+        int64_t * route_col = reinterpret_cast<int64_t *>(smem);
+        if (routed) {
+            if (tid < L::BN) {
+                const int64_t q = n0 + tid < N ? p.route.pairs[col0 + n0 + tid] : 0;
+                route_col[tid] = (q % p.route.n_used) * p.d_nb1 + (q / p.route.n_used) * p.d_nb2;
+            }
+            __syncthreads();
+        }
         auto put = [&](int64_t m, int64_t n, float v) {
-            *reinterpret_cast<float *>(dst + n * p.d_nb1 + m * 4) = v;
+            char * col = routed ? p.d + route_col[n - n0] : dst + n * p.d_nb1;
+            *reinterpret_cast<float *>(col + m * 4) = v;
             if (p.add.dst != nullptr) {
                 const float x = *reinterpret_cast<const float *>(p.add.src + n * p.add.src_nb1 + m * 4);
                 *reinterpret_cast<float *>(p.add.dst + n * p.add.dst_nb1 + m * 4) = v + x;
@@ -401,7 +432,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                     for (int i = 0; i < 4; ++i) {
                         const int64_t m = m0 + warp * 16 * MW + mt * 16 + g + 8 * (i / 2);
                         const int64_t n = n0 + nt * 8 + 2 * t + (i % 2);
-                        if (m < p.M && n < p.N) put(m, n, acc[mt][nt][i]);
+                        if (m < p.M && n < N) put(m, n, acc[mt][nt][i]);
                     }
         } else {
             // The block's partial tile, column-major, for the cluster.
@@ -423,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
                 const int r = r_begin + i % (r_end - r_begin), col = i / (r_end - r_begin);
                 float v = 0.0f;
                 for (int q = 0; q < split; ++q) v += cluster.map_shared_rank(red, q)[col * L::BM + r];
-                if (m0 + r < p.M && n0 + col < p.N) put(m0 + r, n0 + col, v);
+                if (m0 + r < p.M && n0 + col < N) put(m0 + r, n0 + col, v);
             }
             cluster.sync();  // no block leaves while another still reads its tile
         }
@@ -500,13 +531,17 @@ template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cud
             for (int s = 2; s <= 8; ++s) resident[d][s] = resident_clusters(kernel, s, L::kSmem);
         }
     });
-    const int64_t tiles = (p.M + L::BM - 1) / L::BM * ((p.N + L::BN - 1) / L::BN);
-    if (split > 1) split = fitting_split(kernel, L::kSmem, tiles * grid_yz(p.ne12 * p.ne13), split, resident);
+    // MUL_MAT_ID: row tiles by the most column tiles its list may hold.
+    const bool routed = p.route.tile_x != nullptr;
+    const int64_t tiles = (p.M + L::BM - 1) / L::BM * (routed ? 1 : (p.N + L::BN - 1) / L::BN);
+    const int64_t zs = routed ? p.route.max_tiles : p.ne12 * p.ne13;
+    if (routed) split = 1;
+    if (split > 1) split = fitting_split(kernel, L::kSmem, tiles * grid_yz(zs), split, resident);
     MmqArgs q = p;
     q.split = split;
     const cudaLaunchAttribute cluster = cluster_of(split);
-    launch_ex(kernel, dim3(unsigned(tiles * split), 1, grid_yz(p.ne12 * p.ne13)), dim3(kThreads), L::kSmem, st,
-              &cluster, split > 1 ? 1 : 0, q);
+    launch_ex(kernel, dim3(unsigned(tiles * split), 1, grid_yz(zs)), dim3(kThreads), L::kSmem, st, &cluster,
+              split > 1 ? 1 : 0, q);
     return true;
 }
 

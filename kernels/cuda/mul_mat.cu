@@ -198,6 +198,15 @@ plan::Problem problem_for(const ggml_tensor * a, const ggml_tensor * b, int sms)
     return p;
 }
 
+plan::Problem problem_for_id(const ggml_tensor * as, const ggml_tensor * b, const ggml_tensor * ids, int sms) {
+    plan::Problem p = problem_for(as, b, sms);
+    const int64_t pairs = ids->ne[0] * ids->ne[1];
+    p.N = (pairs + as->ne[2] - 1) / as->ne[2];
+    p.matrices = as->ne[2];
+    p.vec_int_ok = q8_id_applies(as, b);
+    return p;
+}
+
 Status mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan::Choice & c, const ggml_tensor * add) {
     const ggml_tensor * a = node->src[0];
     const ggml_tensor * b = node->src[1];

@@ -123,6 +123,8 @@ void       release(QuantizedY & y, cudaStream_t st);
 // on a device of `sms` multiprocessors (only the K split depends on it), with
 // the configured knobs, and its answer on the stream's device.
 plan::Problem problem_for(const ggml_tensor * a, const ggml_tensor * b, int sms);
+// The same for MUL_MAT_ID's experts `as` and ids (plan::choose_id's problem).
+plan::Problem problem_for_id(const ggml_tensor * as, const ggml_tensor * b, const ggml_tensor * ids, int sms);
 inline plan::Choice plan_for(const ggml_tensor * a, const ggml_tensor * b, const rt::cuda::CudaStream & stream) {
     return plan::choose(problem_for(a, b, stream.sm_count()));
 }

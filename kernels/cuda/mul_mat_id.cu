@@ -5,22 +5,31 @@
 // types are those of MUL_MAT; an id outside [0, n_as) gives a zero column.
 //
 // The ids live on the device, so the host cannot group pairs by expert
-// without waiting for the stream. Two paths:
+// without waiting for the stream. The kernel table (plan::choose_id in
+// mm_plan.h) picks one of three paths:
 //   few pairs (token generation): every (e, t) pair is a grid row of the
 //     mat-vec kernel, which reads its expert id itself: the integer
 //     mat-vecs for the block formats they take (src1 quantized per 32, as
 //     for MUL_MAT; mul_mat_vec_q8.cu), the float one (mul_mat_vec.cu) else;
 //   otherwise the pairs are grouped by expert on the device (count, a
-//     one-thread scan that also lists the 64-column tiles of every expert,
-//     scatter) and the tiled tensor-core product (mul_mat_tile.cuh) runs once
-//     per (row tile, expert tile), gathering its src1 and dst columns through
-//     the pair list; each expert's weights are then read once per row tile.
+//     one-thread scan that also lists the column tiles of every expert,
+//     scatter), and then
+//   - block formats mmq has: src1's columns are quantized in the order of
+//     the grouped list (quantize_pairs_kernel) and mmq (mmq.cu) runs once per
+//     (row tile, list tile), its tiles read from the list (MmqRoute);
+//   - else the tiled tensor-core product (mul_mat_tile.cuh) runs once per
+//     (row tile, list tile) of 64 columns, gathering its src1 and dst columns
+//     through the pair list.
+//   Each expert's weights are read once per row tile.
 // The order of pairs inside an expert's list depends on atomics, but every
 // dst column is computed by the same operations wherever it lands in a tile.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT_ID
+#include "diag/check.h"
+#include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/mmq.cuh"
 #include "kernels/cuda/mul_mat.cuh"
 #include "kernels/cuda/mul_mat_tile.cuh"
 
@@ -28,7 +37,6 @@ namespace standin::kernels::cuda {
 
 namespace {
 
-constexpr int64_t kMaxVecPairs = 32;  // up to this many (slot, token) pairs: the mat-vec path
 constexpr int kBlock = 256;
 
 // Device scratch of the grouping, all int32.
@@ -40,6 +48,7 @@ struct Route {
     int * tile_x;   // [max_tiles] expert of tile i
     int * tile_n0;  // [max_tiles] first column of tile i inside its expert
     int * n_tiles;  // [1] tiles in use
+    int * n_live;   // [1] pairs with an id in range (listed in `pairs`)
 };
 
 __device__ __forceinline__ int32_t expert_of(const mm::IdArgs & p, int64_t q) {
@@ -59,19 +68,20 @@ __global__ void count_kernel(mm::IdArgs p, Route r) {
     }
 }
 
-// One thread: prefix sums and the tile list (n_as is small).
-__global__ void scan_kernel(int64_t n_as, Route r) {
+// One thread: prefix sums and the list of `bn`-column tiles (n_as is small).
+__global__ void scan_kernel(int64_t n_as, int bn, Route r) {
     int off = 0, nt = 0;
     for (int64_t x = 0; x < n_as; ++x) {
         r.offs[x] = off;
         off += r.counts[x];
-        for (int n0 = 0; n0 < r.counts[x]; n0 += mm::kBN) {
+        for (int n0 = 0; n0 < r.counts[x]; n0 += bn) {
             r.tile_x[nt] = int(x);
             r.tile_n0[nt] = n0;
             ++nt;
         }
     }
     *r.n_tiles = nt;
+    *r.n_live = off;
 }
 
 __global__ void fill_kernel(mm::IdArgs p, Route r) {
@@ -81,6 +91,46 @@ __global__ void fill_kernel(mm::IdArgs p, Route r) {
         if (x >= 0 && x < p.n_as) {
             r.pairs[r.offs[x] + atomicAdd(&r.cursor[x], 1)] = int(q);
         }
+    }
+}
+
+// Where quantize_pairs_kernel reads src1 (K, ne11, n_tok), any float type.
+struct PairCols {
+    const char * b;
+    int64_t      nb0, nb1, nb2, n_used, ne11;
+    int          type;
+    bool         f4;  // F32 with 16-byte aligned columns of dense values: 16-byte loads
+};
+
+// src1's columns in the order of the grouped list, quantized for mmq as
+// quantize_act does (quantize_group8, bit for bit): column c is pair
+// pairs[c]'s, src1 column (slot % ne11, token). 8 lanes per 32-group; the
+// columns past the pairs with an id in range are not written (no tile reads
+// them).
+__global__ void quantize_pairs_kernel(PairCols s, Route r, mm::QuantOut out, uint32_t per_col) {
+    pdl_wait();
+    pdl_trigger();
+    const uint32_t n_groups = uint32_t(*r.n_live) * per_col;
+    const uint32_t sub = threadIdx.x & 7u, step = gridDim.x * blockDim.x / 8;
+    // Whole warps iterate alike (the group's shuffles need all its lanes).
+    for (uint32_t g0 = (blockIdx.x * blockDim.x + (threadIdx.x & ~31u)) / 8; g0 < n_groups; g0 += step) {
+        const uint32_t g = g0 + (threadIdx.x & 31u) / 8;
+        const bool live = g < n_groups;
+        const uint32_t col = live ? g / per_col : 0u, k = live ? (g % per_col) * 32 + sub * 4 : 0u;
+        float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (live) {
+            const int64_t q = r.pairs[col];
+            const char * src = s.b + (q % s.n_used % s.ne11) * s.nb1 + (q / s.n_used) * s.nb2 + int64_t(k) * s.nb0;
+            if (s.f4) {
+                const float4 v = *reinterpret_cast<const float4 *>(src);
+                x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) x[j] = load_f(s.type, src + j * s.nb0);
+            }
+        }
+        const size_t lin = size_t(col) * size_t(out.K) + k;
+        mm::quantize_group8(x, live, sub, out.q + lin, out.ds + lin / 32);
     }
 }
 
@@ -118,16 +168,16 @@ void launch_tiles(ggml_type t, const mm::IdArgs & p, const Route & r, int64_t ma
     with_weight_type(t, [&](auto ty) { launch_tiles_t<decltype(ty)::value>(p, r, max_tiles, st); });
 }
 
-// Groups the pairs by expert and runs the tiles (the batched path).
-bool run_grouped(ggml_type t, const mm::IdArgs & p, cudaStream_t st) {
+// Groups the pairs by expert into `bn`-column tiles: the list and its
+// counts in stream-ordered scratch (`mem`, for the caller to free after the
+// kernels that read it). false: no scratch memory (logged).
+bool group_pairs(const mm::IdArgs & p, int bn, Route & r, int64_t & max_tiles, void *& mem, cudaStream_t st) {
     const int64_t n_pairs = p.n_used * p.n_tok;
-    const int64_t max_tiles = (n_pairs + mm::kBN - 1) / mm::kBN + p.n_as;  // >= sum of ceil(count / 64)
-    const int64_t n_ints = 3 * p.n_as + n_pairs + 2 * max_tiles + 1;
-    void * mem = nullptr;
+    max_tiles = (n_pairs + bn - 1) / bn + p.n_as;  // >= the sum of ceil(count / bn)
+    const int64_t n_ints = 3 * p.n_as + n_pairs + 2 * max_tiles + 2;
     if (!scratch_alloc(&mem, size_t(n_ints) * sizeof(int), st)) {
         return false;
     }
-    Route r;
     r.counts = static_cast<int *>(mem);
     r.cursor = r.counts + p.n_as;
     r.offs = r.cursor + p.n_as;
@@ -135,15 +185,82 @@ bool run_grouped(ggml_type t, const mm::IdArgs & p, cudaStream_t st) {
     r.tile_x = r.pairs + n_pairs;
     r.tile_n0 = r.tile_x + max_tiles;
     r.n_tiles = r.tile_n0 + max_tiles;
+    r.n_live = r.n_tiles + 1;
     SI_CUDA_CHECK(cudaMemsetAsync(r.counts, 0, size_t(2 * p.n_as) * sizeof(int), st));
     const unsigned grid = grid_for(n_pairs, kBlock);
     count_kernel<<<grid, kBlock, 0, st>>>(p, r);
-    scan_kernel<<<1, 1, 0, st>>>(p.n_as, r);
+    scan_kernel<<<1, 1, 0, st>>>(p.n_as, bn, r);
     fill_kernel<<<grid, kBlock, 0, st>>>(p, r);
     SI_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
+// The tiled float product over the grouped pairs (p.y: src1 staged by stage_y).
+bool run_grouped(ggml_type t, const mm::IdArgs & p, cudaStream_t st) {
+    Route r;
+    int64_t max_tiles = 0;
+    void * mem = nullptr;
+    if (!group_pairs(p, mm::kBN, r, max_tiles, mem, st)) {
+        return false;
+    }
     launch_tiles(t, p, r, max_tiles, st);
     SI_CUDA_LAUNCH_CHECK();
     SI_CUDA_CHECK(cudaFreeAsync(mem, st));
+    return true;
+}
+
+// mmq over the grouped pairs (the tile shape `c`): src1 quantized in the
+// list's order into the stream's scratch, then one launch whose tiles read
+// the list. out_of_memory: no scratch memory (logged).
+Status run_mmq(rt::cuda::CudaStream & stream, ggml_type t, const plan::Choice & c, const mm::IdArgs & p,
+               const ggml_tensor * b, cudaStream_t st) {
+    Route r;
+    int64_t max_tiles = 0;
+    void * mem = nullptr;
+    if (!group_pairs(p, 8 * c.nt, r, max_tiles, mem, st)) {
+        return Status::out_of_memory;
+    }
+    const int64_t n_pairs = p.n_used * p.n_tok;
+    mm::QuantizedY y = mm::reserve_y(stream, p.K, n_pairs, st);
+    if (!y.ok) {
+        SI_CUDA_CHECK(cudaFreeAsync(mem, st));
+        return Status::out_of_memory;
+    }
+    PairCols s;
+    s.b = static_cast<const char *>(b->data);
+    s.nb0 = int64_t(b->nb[0]);
+    s.nb1 = int64_t(b->nb[1]);
+    s.nb2 = int64_t(b->nb[2]);
+    s.n_used = p.n_used;
+    s.ne11 = p.ne11;
+    s.type = int(b->type);
+    s.f4 = b->type == GGML_TYPE_F32 && b->nb[0] == 4 && uintptr_t(b->data) % 16 == 0 && b->nb[1] % 16 == 0 &&
+           b->nb[2] % 16 == 0;
+    const uint32_t per_col = uint32_t(p.K / 32);
+    constexpr int kThreads = 256;
+    launch(quantize_pairs_kernel, dim3(grid_for(n_pairs * int64_t(per_col) * 8, kThreads)), dim3(kThreads), 0, st,
+           s, r, mm::QuantOut{y.q, y.ds, p.K}, per_col);
+    SI_CUDA_LAUNCH_CHECK();
+
+    mm::MmqArgs a{};
+    a.a = p.a;
+    a.a_nb1 = p.a_nb1;
+    a.a_nb2 = p.a_nb2;
+    a.q = y.q;
+    a.ds = y.ds;
+    a.d = p.d;
+    a.d_nb1 = p.d_nb1;
+    a.d_nb2 = p.d_nb2;
+    a.K = p.K;
+    a.M = p.M;
+    a.N = 8 * c.nt;  // per tile; the list gives each expert's count
+    a.ne12 = a.ne13 = a.r2 = a.r3 = 1;
+    a.route = mm::MmqRoute{r.tile_x, r.tile_n0, r.n_tiles, r.counts, r.offs, r.pairs, p.n_used, max_tiles};
+    const bool launched = mm::mmq_launch(t, c, a, st);
+    SI_CUDA_LAUNCH_CHECK();
+    mm::release(y, st);
+    SI_CUDA_CHECK(cudaFreeAsync(mem, st));
+    SI_ASSERT_MSG(launched, "the product plan chose mmq for experts of a type or shape it has no kernel for");
     return true;
 }
 
@@ -159,24 +276,18 @@ Status mul_mat_id(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     if (ggml_nelements(node) == 0) {
         return true;
     }
+    const int64_t n_pairs = ids->ne[0] * ids->ne[1];
+    const plan::Choice c = plan::choose_id(mm::problem_for_id(as, b, ids, stream.sm_count()), n_pairs);
     // Few pairs of block-quantized experts: the integer mat-vecs, a pair per
     // matrix (mul_mat_vec_q8.cu), which read each expert's weights as stored.
-    if (ids->ne[0] * ids->ne[1] <= kMaxVecPairs && mm::q8_id_applies(as, b)) {
+    if (c.path == plan::Path::vec_int) {
         return mm::mul_mat_id_q8(stream, node);
     }
     cudaStream_t st = stream_of(stream);
-    mm::Staged y = mm::stage_y(b, as->type, st);
-    if (!y.ok) {
-        return Status::out_of_memory;
-    }
-
     mm::IdArgs p;
     p.a = static_cast<const char *>(as->data);
     p.a_nb1 = int64_t(as->nb[1]);
     p.a_nb2 = int64_t(as->nb[2]);
-    p.y = y.y;
-    p.y_nb1 = y.nb1;
-    p.y_nb2 = y.nb2;
     p.d = static_cast<char *>(node->data);
     p.d_nb1 = int64_t(node->nb[1]);
     p.d_nb2 = int64_t(node->nb[2]);
@@ -190,7 +301,19 @@ Status mul_mat_id(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     p.n_tok = ids->ne[1];
     p.n_as = as->ne[2];
     p.a_vec = p.K % 8 == 0 && aligned_to(as, 16);
-    if (p.n_used * p.n_tok <= kMaxVecPairs) {
+    // (The quantizer's group indices are 32-bit: 2^31 groups, 64 GiB of
+    // codes, is beyond any device; the tiled kernel would take it.)
+    if (c.path == plan::Path::mmq && n_pairs * (p.K / 32) < (int64_t(1) << 31)) {
+        return run_mmq(stream, as->type, c, p, b, st);
+    }
+    mm::Staged y = mm::stage_y(b, as->type, st);
+    if (!y.ok) {
+        return Status::out_of_memory;
+    }
+    p.y = y.y;
+    p.y_nb1 = y.nb1;
+    p.y_nb2 = y.nb2;
+    if (c.path == plan::Path::vec_float) {
         mm::launch_vec_id(as->type, p, st);
         SI_CUDA_LAUNCH_CHECK();
     } else if (!run_grouped(as->type, p, st)) {  // false: its scratch could not be had

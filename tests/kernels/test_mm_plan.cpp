@@ -215,3 +215,36 @@ TEST(ProductPlan, IntegerFormTypesWithMmqTakeTheirMatVecThenMmq) {
         }
     }
 }
+
+// MUL_MAT_ID (plan::choose_id): every claimed weight type gets a kernel at
+// every pair count from 1 to 4096 (128 experts): the mat-vecs up to
+// kIdVecPairs pairs, then mmq over the grouped pairs for the formats it has
+// (no K split: the tile list is made on the device), the tiled kernel for
+// the rest; GGML_STANDIN_MMQ=all takes mmq from one pair, =off never.
+TEST(ProductPlan, ExpertsTakeAKernelForEveryPairCount) {
+    const int64_t n_as = 128;
+    for (ggml_type t : claimed_weight_types()) {
+        const bool has_mmq = plan::mmq_chunk(t) > 0;
+        for (int64_t pairs = 1; pairs <= 4096; ++pairs) {
+            plan::Problem p = problem(t, (pairs + n_as - 1) / n_as);
+            p.matrices = n_as;
+            p.vec_int_ok = plan::vec_int_max_n(t) > 0;  // q8_id_applies: the weights only
+            const plan::Choice c = plan::choose_id(p, pairs);
+            const plan::Path few = p.vec_int_ok ? plan::Path::vec_int : plan::Path::vec_float;
+            const plan::Path many = has_mmq ? plan::Path::mmq : plan::Path::tile;
+            EXPECT_EQ(c.path, pairs <= plan::kIdVecPairs ? few : many)
+                << ggml_type_name(t) << " pairs=" << pairs << " gets " << plan::path_name(c.path);
+            if (c.path == plan::Path::mmq) {
+                EXPECT_TRUE(is_mmq_shape(c)) << "no kernel for nt " << c.nt << " mw " << c.mw;
+                EXPECT_EQ(c.split, 1) << ggml_type_name(t) << " pairs=" << pairs;
+                expect_tile_fits(c, t, p.N);
+            }
+            p.mmq_mode = 2;
+            EXPECT_EQ(plan::choose_id(p, pairs).path, has_mmq ? plan::Path::mmq : c.path)
+                << ggml_type_name(t) << " pairs=" << pairs << " with GGML_STANDIN_MMQ=all";
+            p.mmq_mode = 1;
+            EXPECT_EQ(plan::choose_id(p, pairs).path, pairs <= plan::kIdVecPairs ? few : plan::Path::tile)
+                << ggml_type_name(t) << " pairs=" << pairs << " with GGML_STANDIN_MMQ=off";
+        }
+    }
+}
