@@ -26,6 +26,11 @@
 //
 // Epilogue: dst, and for a fused residual ADD (RowAdd) also dst + src.
 //
+// MUL_MAT_ID (MmqRoute): grid z walks a tile list the device made from the
+// expert ids (mul_mat_id.cu); a tile's weights are its expert's, its
+// activation columns a run of the list-ordered quantized src1, and each
+// column's dst is its pair's. Only the block's start and the epilogue differ.
+//
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (every type, n up to
 // 512), the fusion cases, the logits ctests; time with `perf -o MUL_MAT`.
 #include <cooperative_groups.h>

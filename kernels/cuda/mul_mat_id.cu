@@ -11,9 +11,9 @@
 //     mat-vec kernel, which reads its expert id itself: the integer
 //     mat-vecs for the block formats they take (src1 quantized per 32, as
 //     for MUL_MAT; mul_mat_vec_q8.cu), the float one (mul_mat_vec.cu) else;
-//   otherwise the pairs are grouped by expert on the device (count, a
-//     one-thread scan that also lists the column tiles of every expert,
-//     scatter), and then
+//   otherwise the pairs are grouped by expert on the device (one block
+//     counts them, scans the counts, lists the column tiles of every expert
+//     and places the pairs: route_kernel), and then
 //   - block formats mmq has: src1's columns are quantized in the order of
 //     the grouped list (quantize_pairs_kernel) and mmq (mmq.cu) runs once per
 //     (row tile, list tile), its tiles read from the list (MmqRoute);
@@ -25,6 +25,8 @@
 // dst column is computed by the same operations wherever it lands in a tile.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT_ID
+#include <cub/block/block_scan.cuh>
+
 #include "diag/check.h"
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/common.cuh"
@@ -36,8 +38,6 @@
 namespace standin::kernels::cuda {
 
 namespace {
-
-constexpr int kBlock = 256;
 
 // Device scratch of the grouping, all int32.
 struct Route {
@@ -55,9 +55,22 @@ __device__ __forceinline__ int32_t expert_of(const mm::IdArgs & p, int64_t q) {
     return *reinterpret_cast<const int32_t *>(p.ids + (q % p.n_used) * p.ids_nb0 + (q / p.n_used) * p.ids_nb1);
 }
 
-__global__ void count_kernel(mm::IdArgs p, Route r) {
-    for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < p.n_used * p.n_tok;
-         q += int64_t(gridDim.x) * blockDim.x) {
+// The grouping, one block: the pairs counted per expert, the counts' prefix
+// sums (an expert's first place in `pairs`) and the tile list, then the pairs
+// placed. A column of a pair whose id is outside [0, n_as) is zeroed here
+// and listed nowhere. The counters are global (any n_as), touched by this
+// block alone (its barriers order them). As three kernels and a memset, with
+// the scan on one thread, the grouping had cost more than the product at 64
+// pairs over 128 experts (results/h200/summary-92.txt).
+constexpr int kRouteThreads = 1024;
+__global__ void __launch_bounds__(kRouteThreads) route_kernel(mm::IdArgs p, int bn, Route r) {
+    using Scan = cub::BlockScan<int, kRouteThreads>;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    const int tid = int(threadIdx.x);
+    const int64_t n_pairs = p.n_used * p.n_tok;
+    for (int64_t x = tid; x < p.n_as; x += kRouteThreads) r.counts[x] = 0;
+    __syncthreads();
+    for (int64_t q = tid; q < n_pairs; q += kRouteThreads) {
         const int32_t x = expert_of(p, q);
         if (x >= 0 && x < p.n_as) {
             atomicAdd(&r.counts[x], 1);
@@ -66,31 +79,34 @@ __global__ void count_kernel(mm::IdArgs p, Route r) {
             for (int64_t m = 0; m < p.M; ++m) d[m] = 0.0f;
         }
     }
-}
-
-// One thread: prefix sums and the list of `bn`-column tiles (n_as is small).
-__global__ void scan_kernel(int64_t n_as, int bn, Route r) {
-    int off = 0, nt = 0;
-    for (int64_t x = 0; x < n_as; ++x) {
-        r.offs[x] = off;
-        off += r.counts[x];
-        for (int n0 = 0; n0 < r.counts[x]; n0 += bn) {
-            r.tile_x[nt] = int(x);
-            r.tile_n0[nt] = n0;
-            ++nt;
+    __syncthreads();
+    int pairs_before = 0, tiles_before = 0;
+    for (int64_t x0 = 0; x0 < p.n_as; x0 += kRouteThreads) {
+        const int64_t x = x0 + tid;
+        const int cnt = x < p.n_as ? r.counts[x] : 0, tiles = (cnt + bn - 1) / bn;
+        int off = 0, toff = 0, all_pairs = 0, all_tiles = 0;
+        Scan(scan_tmp).ExclusiveSum(cnt, off, all_pairs);
+        __syncthreads();  // scan_tmp is reused
+        Scan(scan_tmp).ExclusiveSum(tiles, toff, all_tiles);
+        __syncthreads();
+        if (x < p.n_as) {
+            r.offs[x] = r.cursor[x] = pairs_before + off;
+            for (int i = 0; i < tiles; ++i) {
+                r.tile_x[tiles_before + toff + i] = int(x);
+                r.tile_n0[tiles_before + toff + i] = i * bn;
+            }
         }
+        pairs_before += all_pairs;
+        tiles_before += all_tiles;
     }
-    *r.n_tiles = nt;
-    *r.n_live = off;
-}
-
-__global__ void fill_kernel(mm::IdArgs p, Route r) {
-    for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < p.n_used * p.n_tok;
-         q += int64_t(gridDim.x) * blockDim.x) {
+    if (tid == 0) {
+        *r.n_tiles = tiles_before;
+        *r.n_live = pairs_before;
+    }
+    __syncthreads();
+    for (int64_t q = tid; q < n_pairs; q += kRouteThreads) {
         const int32_t x = expert_of(p, q);
-        if (x >= 0 && x < p.n_as) {
-            r.pairs[r.offs[x] + atomicAdd(&r.cursor[x], 1)] = int(q);
-        }
+        if (x >= 0 && x < p.n_as) r.pairs[atomicAdd(&r.cursor[x], 1)] = int(q);
     }
 }
 
@@ -186,11 +202,7 @@ bool group_pairs(const mm::IdArgs & p, int bn, Route & r, int64_t & max_tiles, v
     r.tile_n0 = r.tile_x + max_tiles;
     r.n_tiles = r.tile_n0 + max_tiles;
     r.n_live = r.n_tiles + 1;
-    SI_CUDA_CHECK(cudaMemsetAsync(r.counts, 0, size_t(2 * p.n_as) * sizeof(int), st));
-    const unsigned grid = grid_for(n_pairs, kBlock);
-    count_kernel<<<grid, kBlock, 0, st>>>(p, r);
-    scan_kernel<<<1, 1, 0, st>>>(p.n_as, bn, r);
-    fill_kernel<<<grid, kBlock, 0, st>>>(p, r);
+    route_kernel<<<1, kRouteThreads, 0, st>>>(p, bn, r);
     SI_CUDA_LAUNCH_CHECK();
     return true;
 }
