@@ -44,8 +44,9 @@
 // A warp takes its rows alone when there are rows enough to fill the GPU;
 // otherwise 2 or 4 warps of a block share them, split along K, and meet in
 // shared memory, so short matrices still spread over all SMs.
-// Applies when K % 256 == 0 and the weights' rows are 16-byte aligned
-// (q8_applies); mul_mat.cu falls back to mul_mat_vec.cu otherwise.
+// Applies to whole blocks (K % 32) in rows aligned as RawWords reads them
+// (q8_applies; gpt-oss's 2880 columns included); mul_mat.cu falls back to
+// mul_mat_vec.cu otherwise.
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'type_a=(q[458]_[01]|iq4_nl|iq4_xs|mxfp4).*n=[1-8],')
 // and -o MUL_MAT_VEC_FUSION (grouped launches); the logits ctests
@@ -65,7 +66,6 @@ namespace standin::kernels::cuda::mm {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kRun = 8;  // K % (32 * kRun) == 0: the condition q8_applies keeps
 
 // Bit j (j = 0..3) of `bits` to bit 4 of byte j.
 __device__ __forceinline__ uint32_t fifth_bits(uint32_t bits) {
@@ -93,16 +93,23 @@ __device__ __forceinline__ float half_hi(uint32_t w) { return quant::half(uint16
 using mmq::TableWords;
 
 // The formats whose blocks of 32 are read as kW 4-byte words from the word
-// holding their first byte (rows 4-byte aligned): block b's words, and how
-// far into W[0] it starts (a8 bits: 0, 8, 16 or 24).
+// holding their first byte: block b's words, and how far into W[0] it starts
+// (a8 bits: 0, 8, 16 or 24), from its address, so rows need only the
+// alignment the words allow (q8_weights_ok: 2 bytes for the 18-, 22- and
+// 34-byte blocks, 4 for Q4_1's and Q5_1's, any for MXFP4's 17; rows of
+// gpt-oss's 2880 columns are 1530 / 1620 / 3060 bytes). The words end at or
+// before the word holding the block's last byte, never past it.
 template <int kBytes_, int kW_> struct RawWords {
     static constexpr int kBytes = kBytes_, kW = kW_;
     __device__ static void load(const uint8_t * row, int b, uint32_t (&w)[kW]) {
-        const uint32_t * src = reinterpret_cast<const uint32_t *>(row + ((uint32_t(b) * kBytes) & ~3u));
+        const uintptr_t at = reinterpret_cast<uintptr_t>(row) + uint32_t(b) * uint32_t(kBytes);
+        const uint32_t * src = reinterpret_cast<const uint32_t *>(at & ~uintptr_t(3));
 #pragma unroll
         for (int k = 0; k < kW; ++k) w[k] = __ldg(src + k);
     }
-    __device__ static uint32_t a8(int b) { return kBytes % 4 == 0 ? 0u : ((uint32_t(b) * kBytes) & 3u) * 8u; }
+    __device__ static uint32_t a8(const uint8_t * row, int b) {
+        return kBytes % 4 == 0 ? 0u : uint32_t((reinterpret_cast<uintptr_t>(row) + uint32_t(b) * uint32_t(kBytes)) & 3u) * 8u;
+    }
 };
 
 // The scale and the 4 words of nibbles of a block laid out as Q4_0 and IQ4_NL
@@ -127,9 +134,9 @@ template <int T> struct Q8Fmt;
 template <> struct Q8Fmt<GGML_TYPE_Q4_0> : RawWords<sizeof(quant::BlockQ4_0), 5> {
     static constexpr int kOff = 8;
     static constexpr bool kMin = false, kHiShift = true;
-    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+    __device__ static void get(const uint32_t * W, int, uint32_t s, uint32_t (&c)[8], float & d, float & m) {
         uint32_t q[4];
-        half_and_nibbles(W, a8(b), d, q);
+        half_and_nibbles(W, s, d, q);
         m = 0.0f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -142,7 +149,7 @@ template <> struct Q8Fmt<GGML_TYPE_Q4_0> : RawWords<sizeof(quant::BlockQ4_0), 5>
 template <> struct Q8Fmt<GGML_TYPE_Q4_1> : RawWords<sizeof(quant::BlockQ4_1), 5> {
     static constexpr int kOff = 0;
     static constexpr bool kMin = true, kHiShift = true;
-    __device__ static void get(const uint32_t * W, int, uint32_t (&c)[8], float & d, float & m) {
+    __device__ static void get(const uint32_t * W, int, uint32_t, uint32_t (&c)[8], float & d, float & m) {
         d = half_lo(W[0]);
         m = half_hi(W[0]);
 #pragma unroll
@@ -156,8 +163,7 @@ template <> struct Q8Fmt<GGML_TYPE_Q4_1> : RawWords<sizeof(quant::BlockQ4_1), 5>
 template <> struct Q8Fmt<GGML_TYPE_Q5_0> : RawWords<sizeof(quant::BlockQ5_0), 6> {
     static constexpr int kOff = 16;
     static constexpr bool kMin = false, kHiShift = false;
-    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
-        const uint32_t s = a8(b);
+    __device__ static void get(const uint32_t * W, int, uint32_t s, uint32_t (&c)[8], float & d, float & m) {
         d = half_lo(field<0>(W, s, 0));
         m = 0.0f;
         const uint32_t qh = field<2>(W, s, 0);
@@ -173,7 +179,7 @@ template <> struct Q8Fmt<GGML_TYPE_Q5_0> : RawWords<sizeof(quant::BlockQ5_0), 6>
 template <> struct Q8Fmt<GGML_TYPE_Q5_1> : RawWords<sizeof(quant::BlockQ5_1), 6> {
     static constexpr int kOff = 0;
     static constexpr bool kMin = true, kHiShift = false;
-    __device__ static void get(const uint32_t * W, int, uint32_t (&c)[8], float & d, float & m) {
+    __device__ static void get(const uint32_t * W, int, uint32_t, uint32_t (&c)[8], float & d, float & m) {
         d = half_lo(W[0]);
         m = half_hi(W[0]);
         const uint32_t qh = W[1];
@@ -189,8 +195,7 @@ template <> struct Q8Fmt<GGML_TYPE_Q5_1> : RawWords<sizeof(quant::BlockQ5_1), 6>
 template <> struct Q8Fmt<GGML_TYPE_Q8_0> : RawWords<sizeof(quant::BlockQ8_0), 9> {
     static constexpr int kOff = 0;
     static constexpr bool kMin = false, kHiShift = false;
-    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
-        const uint32_t s = a8(b);
+    __device__ static void get(const uint32_t * W, int, uint32_t s, uint32_t (&c)[8], float & d, float & m) {
         d = half_lo(field<0>(W, s, 0));
         m = 0.0f;
 #pragma unroll
@@ -201,9 +206,9 @@ template <> struct Q8Fmt<GGML_TYPE_Q8_0> : RawWords<sizeof(quant::BlockQ8_0), 9>
 template <> struct Q8Fmt<GGML_TYPE_IQ4_NL> : RawWords<sizeof(quant::BlockIQ4_NL), 5> {
     static constexpr int kOff = 0;
     static constexpr bool kMin = false, kHiShift = false;
-    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+    __device__ static void get(const uint32_t * W, int, uint32_t s, uint32_t (&c)[8], float & d, float & m) {
         uint32_t q[4];
-        half_and_nibbles(W, a8(b), d, q);
+        half_and_nibbles(W, s, d, q);
         m = 0.0f;
         constexpr TableWords kTab(quant::kIQ4NLLevels);
         kTab.codes(q, c);
@@ -214,8 +219,7 @@ template <> struct Q8Fmt<GGML_TYPE_IQ4_NL> : RawWords<sizeof(quant::BlockIQ4_NL)
 template <> struct Q8Fmt<GGML_TYPE_MXFP4> : RawWords<sizeof(quant::BlockMXFP4), 5> {
     static constexpr int kOff = 0;
     static constexpr bool kMin = false, kHiShift = false;
-    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
-        const uint32_t s = a8(b);
+    __device__ static void get(const uint32_t * W, int, uint32_t s, uint32_t (&c)[8], float & d, float & m) {
         d = quant::e8m0_half(uint8_t(field<0>(W, s, 0) & 0xffu));
         m = 0.0f;
         const uint32_t q[4] = {field<1>(W, s, 0), field<1>(W, s, 1), field<1>(W, s, 2), field<1>(W, s, 3)};
@@ -237,7 +241,8 @@ template <> struct Q8Fmt<GGML_TYPE_IQ4_XS> {
         const uint2 q1 = __ldg(reinterpret_cast<const uint2 *>(sb + 16 + 16 * (b & 7)));
         w[0] = h.x; w[1] = h.y; w[2] = q0.x; w[3] = q0.y; w[4] = q1.x; w[5] = q1.y;
     }
-    __device__ static void get(const uint32_t * W, int b, uint32_t (&c)[8], float & d, float & m) {
+    __device__ static uint32_t a8(const uint8_t *, int) { return 0u; }
+    __device__ static void get(const uint32_t * W, int b, uint32_t, uint32_t (&c)[8], float & d, float & m) {
         const int ib = b & 7;
         // The run pair's 6-bit scale, as decode_run reads it (offset 32).
         const int ls = int((W[1] >> (4 * ib)) & 15u) | int(((W[0] >> (16 + 2 * ib)) & 3u) << 4);
@@ -365,7 +370,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
                     for (int r = 0; r < RW; ++r) {
                         uint32_t codes[8];
                         float d, mn;
-                        F::get(cur[r], b, codes, d, mn);
+                        F::get(cur[r], b, F::a8(row + uint32_t(r) * row_bytes, b), codes, d, mn);
 #pragma unroll
                         for (int c = 0; c < NC; ++c) {
                             if (c < ncols) accumulate<T>(acc[r * NC + c], block_dot<T>(codes, x[c]), d, mn, ds[c]);
@@ -375,7 +380,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
                     uint32_t codes[RW][8];
                     float d[RW], mn[RW];
 #pragma unroll
-                    for (int r = 0; r < RW; ++r) F::get(cur[r], b, codes[r], d[r], mn[r]);
+                    for (int r = 0; r < RW; ++r) {
+                        F::get(cur[r], b, F::a8(row + uint32_t(r) * row_bytes, b), codes[r], d[r], mn[r]);
+                    }
 #pragma unroll
                     for (int c = 0; c < NC; ++c) {
                         if (c < ncols) {
@@ -474,14 +481,15 @@ template <int T> void launch_q8_t(const Q8Group & g, cudaStream_t st) {
     with_col_width(g.m[0].N, [&](auto nc) { launch_q8_nc<T, decltype(nc)::value>(g, st); });
 }
 
-// Whether the table formats' rows suit the lane-per-block kernel: whole
-// super-blocks of 256 (K % 256) and 8-byte aligned rows (IQ4_XS's 8-byte
-// loads; the others' 4-byte words), as q8_applies asks of the other formats.
-bool lane_block_rows(const Q8Group & g) {
+// Whether the table formats' rows suit the lane-per-block kernel: IQ4_XS
+// whole super-blocks (K % 256) in 8-byte aligned rows (its 8-byte loads);
+// IQ4_NL 2-byte aligned rows, MXFP4 any (RawWords). Else the run kernel.
+bool lane_block_rows(ggml_type t, const Q8Group & g) {
+    const int64_t align = t == GGML_TYPE_IQ4_XS ? 8 : t == GGML_TYPE_IQ4_NL ? 2 : 1;
     for (int i = 0; i < g.n; ++i) {
         const Q8Args & p = g.m[i];
-        if (p.K % (32 * kRun) != 0 || reinterpret_cast<uintptr_t>(p.a) % 8 != 0 || p.a_nb1 % 8 != 0 ||
-            p.a_nb2 % 8 != 0 || p.a_nb3 % 8 != 0) {
+        if (p.K % ggml_blck_size(t) != 0 || int64_t(reinterpret_cast<uintptr_t>(p.a) % align) != 0 ||
+            p.a_nb1 % align != 0 || p.a_nb2 % align != 0 || p.a_nb3 % align != 0) {
             return false;
         }
     }
@@ -514,13 +522,13 @@ void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
         // The table formats by lane per block where their rows allow it,
         // else the integer-form run kernel (mul_mat_vec_run.cu).
         case GGML_TYPE_IQ4_NL:
-            lane_block_rows(g) ? launch_q8_t<GGML_TYPE_IQ4_NL>(g, st) : launch_qr(t, g, st);
+            lane_block_rows(t, g) ? launch_q8_t<GGML_TYPE_IQ4_NL>(g, st) : launch_qr(t, g, st);
             break;
         case GGML_TYPE_IQ4_XS:
-            lane_block_rows(g) ? launch_q8_t<GGML_TYPE_IQ4_XS>(g, st) : launch_qr(t, g, st);
+            lane_block_rows(t, g) ? launch_q8_t<GGML_TYPE_IQ4_XS>(g, st) : launch_qr(t, g, st);
             break;
         case GGML_TYPE_MXFP4:
-            lane_block_rows(g) ? launch_q8_t<GGML_TYPE_MXFP4>(g, st) : launch_qr(t, g, st);
+            lane_block_rows(t, g) ? launch_q8_t<GGML_TYPE_MXFP4>(g, st) : launch_qr(t, g, st);
             break;
         // Q2_K, Q3_K and the IQ2/IQ3 grids by the K formats' kernel where it
         // takes them, else by runs.
@@ -560,13 +568,21 @@ bool q8_weights_ok(const ggml_tensor * a) {
     if (plan::vec_int_max_n(t) == 0) return false;
     // mul_mat_vec_run.cu reads integer-form blocks in place (their own
     // alignment) and 16 activation codes per run (K % 32: whole activation
-    // groups); Q6_K's 210-byte blocks are read with 4-byte loads realigned in
-    // registers (mul_mat_vec_k.cu); every other format with 16-byte loads and
-    // K % 256: whole runs of 8 blocks (or whole super-blocks), and 16-byte
-    // aligned activation columns.
+    // groups); the 32-element formats go block by block from the word that
+    // holds a block's first byte (RawWords: 2-byte aligned rows, 4 for
+    // Q4_1's and Q5_1's 20- and 24-byte blocks); Q6_K's 210-byte blocks are
+    // read with 4-byte loads realigned in registers (mul_mat_vec_k.cu); the
+    // other K formats whole super-blocks with 16-byte loads.
     const bool int_form = is_int_form_weight(t);
-    const size_t align = int_form ? size_t(dq::int_form_align(t)) : t == GGML_TYPE_Q6_K ? 2 : 16;
-    return a->ne[0] % (int_form ? 32 : 32 * kRun) == 0 && aligned_to(a, align) && a->nb[1] % align == 0 &&
+    size_t align = 16;
+    if (int_form) {
+        align = size_t(dq::int_form_align(t));
+    } else if (t == GGML_TYPE_Q6_K || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q8_0) {
+        align = 2;
+    } else if (t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1) {
+        align = 4;
+    }
+    return a->ne[0] % (int_form ? 32 : ggml_blck_size(t)) == 0 && aligned_to(a, align) && a->nb[1] % align == 0 &&
            a->nb[2] % align == 0 && a->nb[3] % align == 0 && a->ne[1] <= int64_t(INT32_MAX);
 }
 
