@@ -239,25 +239,24 @@ inline Choice choose(const Problem & p) {
 // expert's product, N the mean columns per expert (pairs / n_as, rounded up),
 // matrices the experts, vec_int_ok whether the integer mat-vec takes the
 // experts (mm::q8_id_applies). Up to kIdVecPairs pairs a mat-vec, one pair
-// per matrix; beyond, mmq over the pairs grouped by expert on the device
-// (tiles from a device-side list, no K split: the list is not known when the
-// grid is sized), else the tiled float kernel over the same grouping. The
-// float mat-vec and the tiled kernel decode every weight they read, which
-// measured 5-20x slower than mmq from 32 pairs (results/h200/summary-92.txt).
+// per matrix (float weights: the float mat-vec); beyond, mmq over the pairs
+// grouped by expert on the device (tiles from a device-side list, no K
+// split: the list is not known when the grid is sized) for the formats it
+// has; the integer mat-vec, whose reach is any number of pairs, for the
+// other integer formats and with mmq off; the tiled float kernel over the
+// grouped pairs for float weights and the rest. The tiled kernel decodes
+// every weight it reads and took 1.1-3.4 ms at 64-256 pairs of the
+// qwen3-30b-a3b experts, 10-30x mmq (results/h200/summary-92.txt).
 constexpr int64_t kIdVecPairs = 32;
 inline Choice choose_id(const Problem & p, int64_t pairs) {
     Choice c;
     const bool mmq = !is_float(p.type) && mmq_allowed(p);
-    if (pairs <= kIdVecPairs && !(mmq && p.mmq_mode == 2)) {
-        c.path = p.vec_int_ok ? Path::vec_int : Path::vec_float;
-        return c;
-    }
-    if (mmq) {
+    if (mmq && (pairs > kIdVecPairs || p.mmq_mode == 2)) {
         c = mmq_choice(p);
         c.split = 1;
         return c;
     }
-    c.path = pairs <= kIdVecPairs ? Path::vec_float : Path::tile;
+    c.path = p.vec_int_ok ? Path::vec_int : pairs <= kIdVecPairs ? Path::vec_float : Path::tile;
     return c;
 }
 

@@ -7,10 +7,11 @@
 // The ids live on the device, so the host cannot group pairs by expert
 // without waiting for the stream. The kernel table (plan::choose_id in
 // mm_plan.h) picks one of three paths:
-//   few pairs (token generation): every (e, t) pair is a grid row of the
-//     mat-vec kernel, which reads its expert id itself: the integer
-//     mat-vecs for the block formats they take (src1 quantized per 32, as
-//     for MUL_MAT; mul_mat_vec_q8.cu), the float one (mul_mat_vec.cu) else;
+//   few pairs (token generation), and any number for the integer formats
+//     without mmq: every (e, t) pair is a grid row of the mat-vec kernel,
+//     which reads its expert id itself: the integer mat-vecs for the block
+//     formats they take (src1 quantized per 32, as for MUL_MAT;
+//     mul_mat_vec_q8.cu), the float one (mul_mat_vec.cu) for a few pairs else;
 //   otherwise the pairs are grouped by expert on the device (one block
 //     counts them, scans the counts, lists the column tiles of every expert
 //     and places the pairs: route_kernel), and then
@@ -290,8 +291,8 @@ Status mul_mat_id(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     }
     const int64_t n_pairs = ids->ne[0] * ids->ne[1];
     const plan::Choice c = plan::choose_id(mm::problem_for_id(as, b, ids, stream.sm_count()), n_pairs);
-    // Few pairs of block-quantized experts: the integer mat-vecs, a pair per
-    // matrix (mul_mat_vec_q8.cu), which read each expert's weights as stored.
+    // Block-quantized experts on the integer mat-vecs, a pair per matrix
+    // (mul_mat_vec_q8.cu), which read each expert's weights as stored.
     if (c.path == plan::Path::vec_int) {
         return mm::mul_mat_id_q8(stream, node);
     }

@@ -219,19 +219,22 @@ TEST(ProductPlan, IntegerFormTypesWithMmqTakeTheirMatVecThenMmq) {
 // MUL_MAT_ID (plan::choose_id): every claimed weight type gets a kernel at
 // every pair count from 1 to 4096 (128 experts): the mat-vecs up to
 // kIdVecPairs pairs, then mmq over the grouped pairs for the formats it has
-// (no K split: the tile list is made on the device), the tiled kernel for
-// the rest; GGML_STANDIN_MMQ=all takes mmq from one pair, =off never.
+// (no K split: the tile list is made on the device), the integer mat-vec
+// (any number of pairs) for the other integer formats, the tiled kernel for
+// float weights; GGML_STANDIN_MMQ=all takes mmq from one pair, =off never
+// (the integer mat-vec instead).
 TEST(ProductPlan, ExpertsTakeAKernelForEveryPairCount) {
     const int64_t n_as = 128;
     for (ggml_type t : claimed_weight_types()) {
-        const bool has_mmq = plan::mmq_chunk(t) > 0;
+        const bool has_mmq = plan::mmq_chunk(t) > 0, vec_int = plan::vec_int_max_n(t) > 0;
+        EXPECT_EQ(vec_int, !plan::is_float(t)) << ggml_type_name(t);
         for (int64_t pairs = 1; pairs <= 4096; ++pairs) {
             plan::Problem p = problem(t, (pairs + n_as - 1) / n_as);
             p.matrices = n_as;
-            p.vec_int_ok = plan::vec_int_max_n(t) > 0;  // q8_id_applies: the weights only
+            p.vec_int_ok = vec_int;  // q8_id_applies: the weights only
             const plan::Choice c = plan::choose_id(p, pairs);
-            const plan::Path few = p.vec_int_ok ? plan::Path::vec_int : plan::Path::vec_float;
-            const plan::Path many = has_mmq ? plan::Path::mmq : plan::Path::tile;
+            const plan::Path few = vec_int ? plan::Path::vec_int : plan::Path::vec_float;
+            const plan::Path many = has_mmq ? plan::Path::mmq : vec_int ? plan::Path::vec_int : plan::Path::tile;
             EXPECT_EQ(c.path, pairs <= plan::kIdVecPairs ? few : many)
                 << ggml_type_name(t) << " pairs=" << pairs << " gets " << plan::path_name(c.path);
             if (c.path == plan::Path::mmq) {
@@ -243,8 +246,16 @@ TEST(ProductPlan, ExpertsTakeAKernelForEveryPairCount) {
             EXPECT_EQ(plan::choose_id(p, pairs).path, has_mmq ? plan::Path::mmq : c.path)
                 << ggml_type_name(t) << " pairs=" << pairs << " with GGML_STANDIN_MMQ=all";
             p.mmq_mode = 1;
-            EXPECT_EQ(plan::choose_id(p, pairs).path, pairs <= plan::kIdVecPairs ? few : plan::Path::tile)
+            const plan::Path off = vec_int ? plan::Path::vec_int : c.path;
+            EXPECT_EQ(plan::choose_id(p, pairs).path, off)
                 << ggml_type_name(t) << " pairs=" << pairs << " with GGML_STANDIN_MMQ=off";
+            p.mmq_mode = 0;
+            p.vec_int_ok = false;  // experts the integer mat-vec cannot read (q8_id_applies)
+            if (!has_mmq) {
+                EXPECT_EQ(plan::choose_id(p, pairs).path, pairs <= plan::kIdVecPairs ? plan::Path::vec_float
+                                                                                      : plan::Path::tile)
+                    << ggml_type_name(t) << " pairs=" << pairs << " unreadable rows";
+            }
         }
     }
 }
