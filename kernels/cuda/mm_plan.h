@@ -23,6 +23,8 @@
 //   IQ1_M, NVFP4,      9..           cuBLAS over weights decoded to F16,
 //   Q1_0, Q2_0)                      else the tiled TF32 kernel (weight_types.h
 //                                    lists them)
+// MUL_MAT_ID's experts: choose_id at the end (mat-vecs to 32 pairs, then
+// mmq over the pairs grouped by expert).
 // Rows the mmq formats' kernels cannot read (mmq: 16-byte aligned rows;
 // the K formats' mat-vec: a 4-byte aligned first block) take the run
 // mat-vec up to 8 columns and the decoding paths beyond, as the last row.
@@ -245,8 +247,10 @@ inline Choice choose(const Problem & p) {
 // has; the integer mat-vec, whose reach is any number of pairs, for the
 // other integer formats and with mmq off; the tiled float kernel over the
 // grouped pairs for float weights and the rest. The tiled kernel decodes
-// every weight it reads and took 1.1-3.4 ms at 64-256 pairs of the
-// qwen3-30b-a3b experts, 10-30x mmq (results/h200/summary-92.txt).
+// every weight it reads: on the H100 it took 0.9-3.4 ms at 64-2048 pairs of
+// the qwen3-30b-a3b and 32-expert shapes, 6-35x mmq (results/h200/
+// summary-92.txt, -93.txt); the integer mat-vec at 2048 pairs 2.0-2.9 ms
+// against mmq's 0.16-0.18.
 constexpr int64_t kIdVecPairs = 32;
 inline Choice choose_id(const Problem & p, int64_t pairs) {
     Choice c;
