@@ -164,7 +164,8 @@ int cmd_make_model(const MakeModelOptions & opt) {
         }
         std::filesystem::remove(log, ec);
         bytes = std::filesystem::file_size(opt.out, ec);
-        types = opt.type + " (" + model::describe_type_counts(model::tensor_type_counts(opt.out)) + ")";
+        types = opt.type + " (" + model::describe_type_counts(model::tensor_type_counts(opt.out)) +
+                (q.uniform_imatrix ? "; with a uniform importance matrix" : "") + ")";
     }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::printf("wrote %s: llama %s, %s weights, %.3f B parameters, n_vocab %lld, %lld tensors, %.1f MB in %.1f s "

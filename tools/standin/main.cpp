@@ -53,7 +53,8 @@ int main(int argc, char ** argv) {
         ->capture_default_str()->check(CLI::IsMember(model::shape_names()));
     make_model->add_option("--type", mm_opt.type,
                            "Weight type: f32, f16, q8_0 or q4_0 (written directly), or any type llama-quantize "
-                           "takes (q4_k_m, q6_k, iq4_xs, mxfp4_moe, ...: an F16 model converted by it)")
+                           "takes (q4_k_m, q6_k, iq4_xs, mxfp4_moe, ...: an F16 model converted by it; "
+                           "iq1_s, iq2_xxs, iq3_xxs ... with a uniform importance matrix)")
         ->capture_default_str();
     make_model->add_option("--quantize-tool", mm_opt.quantize_tool,
                            "llama-quantize for the other types (default: $STANDIN_LLAMA_BIN_DIR/llama-quantize, "

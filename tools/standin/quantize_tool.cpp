@@ -3,6 +3,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -108,12 +109,59 @@ bool layer_type_override(const std::string & type, LayerOverride & out) {
     return false;
 }
 
-QuantizeResult quantize_file(const std::string & tool, const std::string & in, const std::string & out,
-                             const std::string & type, int threads, const std::string & log_path,
-                             const std::vector<std::string> & options) {
-    if (::access(tool.c_str(), X_OK) != 0) {
-        return tool_missing(tool);
+bool write_uniform_imatrix(const std::string & model_path, const std::string & out_path, std::string & error) {
+    ggml_context * meta = nullptr;
+    gguf_init_params ip{true, &meta};
+    gguf_context * in = gguf_init_from_file(model_path.c_str(), ip);
+    if (in == nullptr) {
+        error = "cannot read the model " + model_path + " for its importance matrix";
+        return false;
     }
+    // One entry per matrix (and per expert of a 3-D one): sums of squares
+    // 1 over one call, so every column weighs 1 after llama-quantize divides
+    // by the count.
+    size_t floats = 0;
+    int n_entries = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(meta); t != nullptr; t = ggml_get_next_tensor(meta, t)) {
+        if (t->ne[1] > 1) {
+            floats += size_t(t->ne[0] * t->ne[2] + t->ne[2]);
+            ++n_entries;
+        }
+    }
+    ggml_init_params cp{floats * sizeof(float) + size_t(2 * n_entries + 1) * ggml_tensor_overhead(), nullptr, false};
+    ggml_context * ctx = ggml_init(cp);
+    gguf_context * outg = gguf_init_empty();
+    const char * dataset = "uniform (standin make-model: random weights, no activation statistics)";
+    gguf_set_arr_str(outg, "imatrix.datasets", &dataset, 1);
+    gguf_set_val_u32(outg, "imatrix.chunk_count", 1);
+    gguf_set_val_u32(outg, "imatrix.chunk_size", 1);
+    for (ggml_tensor * t = ggml_get_first_tensor(meta); t != nullptr; t = ggml_get_next_tensor(meta, t)) {
+        if (t->ne[1] <= 1) continue;
+        ggml_tensor * sums = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, t->ne[0], t->ne[2]);
+        ggml_tensor * counts = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 1, t->ne[2]);
+        ggml_set_name(sums, (std::string(t->name) + ".in_sum2").c_str());
+        ggml_set_name(counts, (std::string(t->name) + ".counts").c_str());
+        std::fill_n(static_cast<float *>(sums->data), ggml_nelements(sums), 1.0f);
+        std::fill_n(static_cast<float *>(counts->data), ggml_nelements(counts), 1.0f);
+        gguf_add_tensor(outg, sums);
+        gguf_add_tensor(outg, counts);
+    }
+    const bool ok = gguf_write_to_file(outg, out_path.c_str(), false);
+    if (!ok) {
+        error = "cannot write the importance matrix " + out_path;
+    }
+    gguf_free(outg);
+    ggml_free(ctx);
+    gguf_free(in);
+    ggml_free(meta);
+    return ok;
+}
+
+namespace {
+
+QuantizeResult run_quantize(const std::string & tool, const std::string & in, const std::string & out,
+                            const std::string & type, int threads, const std::string & log_path,
+                            const std::vector<std::string> & options) {
     bench::ProcSpec spec;
     spec.argv = {tool};
     spec.argv.insert(spec.argv.end(), options.begin(), options.end());
@@ -133,6 +181,36 @@ QuantizeResult quantize_file(const std::string & tool, const std::string & in, c
         return r;
     }
     r.ok = true;
+    return r;
+}
+
+} // namespace
+
+QuantizeResult quantize_file(const std::string & tool, const std::string & in, const std::string & out,
+                             const std::string & type, int threads, const std::string & log_path,
+                             const std::vector<std::string> & options) {
+    if (::access(tool.c_str(), X_OK) != 0) {
+        return tool_missing(tool);
+    }
+    QuantizeResult r = run_quantize(tool, in, out, type, threads, log_path, options);
+    // The very low-bit types (IQ1_S/M, IQ2_*, IQ3_XXS, Q2_K_S) are refused
+    // without an importance matrix, whose name the tool's error gives: the
+    // uniform one, and the same run again.
+    if (r.ok || read_text(log_path).find("importance matrix") == std::string::npos) {
+        return r;
+    }
+    const std::string imatrix = out + ".imatrix.gguf";
+    std::string error;
+    if (!write_uniform_imatrix(in, imatrix, error)) {
+        r.error += "; " + error;
+        return r;
+    }
+    std::vector<std::string> with = {"--imatrix", imatrix};
+    with.insert(with.end(), options.begin(), options.end());
+    r = run_quantize(tool, in, out, type, threads, log_path, with);
+    r.uniform_imatrix = r.ok;
+    std::error_code ec;
+    std::filesystem::remove(imatrix, ec);
     return r;
 }
 

@@ -20,6 +20,7 @@ struct QuantizeResult {
     bool        ok = false;
     bool        usage_error = false;  // a missing tool or a type name it does not know
     std::string error;                // one line saying what went wrong and what to do
+    bool        uniform_imatrix = false;  // quantize_file: done with write_uniform_imatrix's matrix
 };
 
 // Whether `tool` exists and takes `type` as a type name (llama-quantize checks
@@ -39,7 +40,17 @@ struct LayerOverride {
 };
 bool layer_type_override(const std::string & type, LayerOverride & out);
 
-// Runs `tool [options] in out type [threads]`; its log goes to log_path.
+// A uniform importance matrix for the matrices of the GGUF model at
+// model_path, in the GGUF form llama-quantize reads (the imatrix.* keys, a
+// <tensor>.in_sum2 of ones and a <tensor>.counts of one per matrix, per
+// expert for 3-D ones): every column weighs the same. Random weights have no
+// activation statistics to weigh by; the very low-bit types need a matrix all
+// the same. false: the model could not be read or the file written (error).
+bool write_uniform_imatrix(const std::string & model_path, const std::string & out_path, std::string & error);
+
+// Runs `tool [options] in out type [threads]`; its log goes to log_path. A
+// type the tool refuses without an importance matrix is run again with the
+// uniform one (uniform_imatrix in the result).
 QuantizeResult quantize_file(const std::string & tool, const std::string & in, const std::string & out,
                              const std::string & type, int threads, const std::string & log_path,
                              const std::vector<std::string> & options = {});

@@ -359,3 +359,58 @@ TEST(QuantizeTool, Mxfp4LayersThroughTheOverride) {
     EXPECT_EQ(counts[GGML_TYPE_Q8_0], other_mats) << describe_type_counts(counts);
     EXPECT_EQ(counts[GGML_TYPE_F16], 0) << describe_type_counts(counts);
 }
+
+// The very low-bit mixes (here IQ2_XXS) are refused by llama-quantize without
+// an importance matrix: quantize_file writes the uniform one (every matrix of
+// the model, a sum of ones over one call), runs again, and says so.
+TEST(QuantizeTool, VeryLowBitTypesTakeAUniformImportanceMatrix) {
+    const std::string tool = default_quantize_tool();
+    if (::access(tool.c_str(), X_OK) != 0) {
+        GTEST_SKIP() << "no llama-quantize at " << tool;
+    }
+    WriteOptions o;
+    o.shape = small_shape(false);
+    o.shape.n_embd = 256, o.shape.n_ff = 256;  // the i-quants take rows of 256
+    ASSERT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
+    o.vocab_path = write_vocab();
+    o.out_path   = scratch("i-f16.gguf").string();
+    o.threads    = 1;
+    ASSERT_TRUE(write_model(o).ok);
+
+    // The matrix itself: the keys llama-quantize asks for, two tensors per matrix.
+    const std::string im = scratch("i.imatrix.gguf").string();
+    std::string error;
+    ASSERT_TRUE(write_uniform_imatrix(o.out_path, im, error)) << error;
+    ggml_context * data = nullptr;
+    gguf_init_params gp{false, &data};
+    gguf_context * g = gguf_init_from_file(im.c_str(), gp);
+    ASSERT_NE(g, nullptr);
+    for (const char * key : {"imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"}) {
+        EXPECT_GE(gguf_find_key(g, key), 0) << key;
+    }
+    int mats = 0;
+    for (const auto & t : plan_tensors(o.shape, kVocab, o.wtype)) mats += t.type != GGML_TYPE_F32;
+    EXPECT_EQ(gguf_get_n_tensors(g), 2 * mats);
+    const ggml_tensor * sums = ggml_get_tensor(data, "blk.0.ffn_down.weight.in_sum2");
+    ASSERT_NE(sums, nullptr);
+    EXPECT_EQ(sums->ne[0], o.shape.n_ff);
+    EXPECT_EQ(static_cast<const float *>(sums->data)[0], 1.0f);
+    gguf_free(g);
+    ggml_free(data);
+    EXPECT_FALSE(write_uniform_imatrix(scratch("none.gguf").string(), im, error));
+    EXPECT_NE(error.find("none.gguf"), std::string::npos) << error;
+
+    const std::string out = scratch("i-iq2_xxs.gguf").string();
+    const QuantizeResult q = quantize_file(tool, o.out_path, out, "iq2_xxs", 1, scratch("i.log").string());
+    ASSERT_TRUE(q.ok) << q.error;
+    EXPECT_TRUE(q.uniform_imatrix);
+    EXPECT_FALSE(std::filesystem::exists(out + ".imatrix.gguf"));
+    std::map<ggml_type, int> counts = tensor_type_counts(out);
+    EXPECT_GT(counts[GGML_TYPE_IQ2_XXS], 0) << describe_type_counts(counts);
+    EXPECT_EQ(counts[GGML_TYPE_F16], 0) << describe_type_counts(counts);
+    // A mix that needs no matrix is made without one, as before.
+    const QuantizeResult plain = quantize_file(tool, o.out_path, scratch("i-q4_0.gguf").string(), "q4_0", 1,
+                                               scratch("p.log").string());
+    ASSERT_TRUE(plain.ok) << plain.error;
+    EXPECT_FALSE(plain.uniform_imatrix);
+}
