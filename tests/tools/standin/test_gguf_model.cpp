@@ -290,6 +290,23 @@ TEST(QuantizeTool, MissingToolOrUnknownTypeIsAUsageError) {
     EXPECT_TRUE(check_quantize_type(tool, "q4_k_m").ok);
 }
 
+// The small F16 model the llama-quantize tests convert (rows of 256 where
+// `rows256`: the K formats and i-quants take no shorter ones), written to
+// scratch(name); its options, for plan_tensors.
+namespace {
+WriteOptions write_f16_model(const std::string & name, bool rows256) {
+    WriteOptions o;
+    o.shape = small_shape(false);
+    if (rows256) o.shape.n_embd = 256, o.shape.n_ff = 256;
+    EXPECT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
+    o.vocab_path = write_vocab();
+    o.out_path   = scratch(name).string();
+    o.threads    = 1;
+    EXPECT_TRUE(write_model(o).ok) << o.out_path;
+    return o;
+}
+} // namespace
+
 // An F16 model through llama-quantize as Q4_K_M: its mix of Q4_K and Q6_K
 // matrices, norms kept F32, nothing left F16.
 TEST(QuantizeTool, Q4KMModelHasTheMixOfTypes) {
@@ -297,14 +314,7 @@ TEST(QuantizeTool, Q4KMModelHasTheMixOfTypes) {
     if (::access(tool.c_str(), X_OK) != 0) {
         GTEST_SKIP() << "no llama-quantize at " << tool;
     }
-    WriteOptions o;
-    o.shape = small_shape(false);
-    o.shape.n_embd = 256, o.shape.n_ff = 256;  // K formats take rows of 256
-    ASSERT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
-    o.vocab_path = write_vocab();
-    o.out_path   = scratch("q-f16.gguf").string();
-    o.threads    = 1;
-    ASSERT_TRUE(write_model(o).ok);
+    const WriteOptions o = write_f16_model("q-f16.gguf", true);
     const std::string out = scratch("q-q4_k_m.gguf").string();
     const QuantizeResult q = quantize_file(tool, o.out_path, out, "q4_k_m", 1, scratch("q.log").string());
     ASSERT_TRUE(q.ok) << q.error;
@@ -331,13 +341,7 @@ TEST(QuantizeTool, Mxfp4LayersThroughTheOverride) {
     }
     LayerOverride lo;
     ASSERT_TRUE(layer_type_override("MXFP4", lo));
-    WriteOptions o;
-    o.shape = small_shape(false);
-    ASSERT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
-    o.vocab_path = write_vocab();
-    o.out_path   = scratch("o-f16.gguf").string();
-    o.threads    = 1;
-    ASSERT_TRUE(write_model(o).ok);
+    const WriteOptions o = write_f16_model("o-f16.gguf", false);
     const std::string out = scratch("o-mxfp4.gguf").string();
     const QuantizeResult q = quantize_file(tool, o.out_path, out, lo.base, 1, scratch("o.log").string(), lo.args);
     ASSERT_TRUE(q.ok) << q.error;
@@ -368,14 +372,7 @@ TEST(QuantizeTool, VeryLowBitTypesTakeAUniformImportanceMatrix) {
     if (::access(tool.c_str(), X_OK) != 0) {
         GTEST_SKIP() << "no llama-quantize at " << tool;
     }
-    WriteOptions o;
-    o.shape = small_shape(false);
-    o.shape.n_embd = 256, o.shape.n_ff = 256;  // the i-quants take rows of 256
-    ASSERT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
-    o.vocab_path = write_vocab();
-    o.out_path   = scratch("i-f16.gguf").string();
-    o.threads    = 1;
-    ASSERT_TRUE(write_model(o).ok);
+    const WriteOptions o = write_f16_model("i-f16.gguf", true);
 
     // The matrix itself: the keys llama-quantize asks for, two tensors per matrix.
     const std::string im = scratch("i.imatrix.gguf").string();
