@@ -137,6 +137,46 @@ else()
     message(STATUS "standin: no llama-quantize in ${BIN}: the K/IQ model tests are skipped")
 endif()
 
+# A mixture of experts (make-model's tiny-moe: llama's MoE layout, 8 experts,
+# 2 per token): the routing ops (SOFT_MAX, ARGSORT, GET_ROWS ...) and
+# MUL_MAT_ID in a whole model, in one graph and token by token. F32 weights:
+# quantized ones differ from ggml-cpu in the last bits, which flips the
+# router's pick for a few tokens of a random model and moves their logits far
+# (Q8_0 at 64 tokens measured 1.5e-3, 57 of 64 top tokens alike; F32 1.5e-8).
+set(moe_model ${MODELS}/tiny-moe-f32.gguf)
+set(moe_ref ${MODELS}/tiny-moe-f32.cpu.logits)
+add_test(NAME model.make.tiny_moe_f32
+         COMMAND ${STANDIN} make-model --shape tiny-moe --type f32 --seed 1 --out ${moe_model})
+set_tests_properties(model.make.tiny_moe_f32 PROPERTIES LABELS model TIMEOUT 300
+    FIXTURES_SETUP model_tiny_moe PASS_REGULAR_EXPRESSION "wrote .*tiny-moe-f32.gguf: llama tiny-moe")
+add_test(NAME model.completion.tiny_moe_f32.cpu
+         COMMAND ${BIN}/llama-completion -m ${moe_model} -p Hello -n 8 --ignore-eos -s 1 -c 256
+                 -no-cnv --device none --no-warmup)
+set_tests_properties(model.completion.tiny_moe_f32.cpu PROPERTIES LABELS model TIMEOUT 300
+    FIXTURES_REQUIRED model_tiny_moe PASS_REGULAR_EXPRESSION "${GENERATED_8}")
+add_test(NAME model.logits.tiny_moe_f32.cpu
+         COMMAND ${STANDIN} logits --plugin ${PLUGIN} --model ${moe_model} --device none --n-tokens 64
+                 --out ${moe_ref})
+set_tests_properties(model.logits.tiny_moe_f32.cpu PROPERTIES LABELS model TIMEOUT 300
+    FIXTURES_REQUIRED model_tiny_moe FIXTURES_SETUP logits_tiny_moe
+    PASS_REGULAR_EXPRESSION "computed on CPU: .*MUL_MAT_ID .*wrote ")
+foreach(dev host cuda)
+    if(dev STREQUAL host)
+        set(cmd ${STANDIN} logits --device STANDIN_HOST0)
+        set(labels model)
+    else()
+        set(cmd ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0 ${STANDIN} logits --device STANDIN_CUDA0)
+        set(labels "model;gpu")
+    endif()
+    foreach(ub 0 1)
+        add_test(NAME model.logits.tiny_moe_f32.${dev}_ubatch${ub}
+                 COMMAND ${cmd} --plugin ${PLUGIN} --model ${moe_model} --n-tokens 64 --ubatch ${ub}
+                         --compare ${moe_ref} --max-nmse 1e-4)
+        set_tests_properties(model.logits.tiny_moe_f32.${dev}_ubatch${ub} PROPERTIES LABELS "${labels}" TIMEOUT 300
+            SKIP_RETURN_CODE 77 FIXTURES_REQUIRED "model_tiny_moe;logits_tiny_moe")
+    endforeach()
+endforeach()
+
 # CUDA graphs: generation replays the decode graph; the text must be the same
 # as with graphs off (same kernels, so the same logits and tokens), and the
 # counters must show replays, some of them found by the graph's uid (llama

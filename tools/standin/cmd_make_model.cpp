@@ -97,7 +97,8 @@ std::string default_vocab_path() {
 int cmd_make_model(const MakeModelOptions & opt) {
     model::WriteOptions w;
     if (!model::shape_by_name(opt.shape, w.shape)) {
-        std::fprintf(stderr, "standin make-model: unknown --shape '%s' (tiny, 1b or 8b)\n", opt.shape.c_str());
+        std::fprintf(stderr, "standin make-model: unknown --shape '%s' (%s)\n", opt.shape.c_str(),
+                     model::shape_help().c_str());
         return 2;
     }
     if (opt.out.empty()) {

@@ -77,6 +77,10 @@ void set_hparams(gguf_context * ctx, const WriteOptions & opt, int64_t n_vocab) 
     gguf_set_val_u32(ctx, "llama.rope.dimension_count", uint32_t(s.n_embd / s.n_head));
     gguf_set_val_f32(ctx, "llama.rope.freq_base", s.rope_theta);
     gguf_set_val_f32(ctx, "llama.attention.layer_norm_rms_epsilon", s.rms_eps);
+    if (s.n_expert > 0) {
+        gguf_set_val_u32(ctx, "llama.expert_count", uint32_t(s.n_expert));
+        gguf_set_val_u32(ctx, "llama.expert_used_count", uint32_t(s.n_expert_used));
+    }
 }
 
 // Generates rows [row0, row0 + nrows) of tensor `ti` into `f32`, converts them
@@ -134,6 +138,7 @@ GgufPtr build_meta(const WriteOptions & opt, const gguf_context * vocab, int64_t
     tctx.reset(ggml_init(ip));
     for (const TensorPlan & t : plan) {
         ggml_tensor * tensor = t.init == Init::Norm ? ggml_new_tensor_1d(tctx.get(), t.type, t.ne0)
+                               : t.ne2 > 1          ? ggml_new_tensor_3d(tctx.get(), t.type, t.ne0, t.ne1, t.ne2)
                                                     : ggml_new_tensor_2d(tctx.get(), t.type, t.ne0, t.ne1);
         ggml_set_name(tensor, t.name.c_str());
         gguf_add_tensor(ctx.get(), tensor);
@@ -155,20 +160,22 @@ bool write_tensors(const WriteOptions & opt, const gguf_context * ctx, const std
             w.error = "internal error: " + t.name + " is not at the offset its tensor info names";
             return false;
         }
+        // An expert tensor's rows run on from one expert to the next.
+        const int64_t rows           = t.ne1 * t.ne2;
         const int64_t rows_per_block = std::max<int64_t>(1, kBlockElems / t.ne0);
         const size_t  row_bytes      = ggml_row_size(t.type, t.ne0);
-        f32.resize(size_t(std::min(rows_per_block, t.ne1) * t.ne0));
-        out.resize(t.type == GGML_TYPE_F32 ? 0 : size_t(std::min(rows_per_block, t.ne1)) * row_bytes);
+        f32.resize(size_t(std::min(rows_per_block, rows) * t.ne0));
+        out.resize(t.type == GGML_TYPE_F32 ? 0 : size_t(std::min(rows_per_block, rows)) * row_bytes);
         prog.current         = &t;
         prog.tensor_finished = false;
-        for (int64_t row0 = 0; row0 < t.ne1; row0 += rows_per_block) {
-            const int64_t nrows = std::min(rows_per_block, t.ne1 - row0);
+        for (int64_t row0 = 0; row0 < rows; row0 += rows_per_block) {
+            const int64_t nrows = std::min(rows_per_block, rows - row0);
             const void *  bytes = make_block(pool, opt.seed, int64_t(i), t, row0, nrows, f32, out);
             if (!w.write(bytes, size_t(nrows) * row_bytes)) {
                 return false;
             }
             prog.bytes_done = w.pos;
-            if (opt.on_progress && row0 + nrows < t.ne1) {
+            if (opt.on_progress && row0 + nrows < rows) {
                 opt.on_progress(prog);  // mid-tensor: tensors_done not yet advanced
             }
         }
@@ -199,6 +206,7 @@ struct NamedShape {
     int64_t      n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
     float        rope_theta;
     bool         tied_embeddings;
+    int64_t      n_expert = 0, n_expert_used = 0;
 };
 
 constexpr NamedShape kShapes[] = {
@@ -212,6 +220,12 @@ constexpr NamedShape kShapes[] = {
     // grouping of llama-3-70B and others: the attention paths for groups of 8.
     {"1b-gqa8", "1b with 16 heads of 128 over 2 K/V heads", 2048, 16, 16, 2, 8192, 8192, 500000.0f, true},
     {"8b", "llama-3-8B", 4096, 32, 32, 8, 14336, 8192, 500000.0f, false},
+    // Mixtures of experts in llama's layout: tiny's layers with 8 experts of
+    // 512, 2 per token; and qwen3-30b-a3b's experts (128 of 768 by 2048, 8 per
+    // token) in 8 of its 48 layers, the products MUL_MAT_ID runs in it.
+    {"tiny-moe", "tiny with 8 experts of 512, 2 used, for tests", 256, 4, 8, 4, 512, 2048, 10000.0f, true, 8, 2},
+    {"moe", "qwen3-30b-a3b's 128 experts of 768 x 2048, 8 used, in 8 layers", 2048, 8, 16, 4, 768, 8192,
+     1000000.0f, true, 128, 8},
 };
 
 } // namespace
@@ -224,6 +238,7 @@ bool shape_by_name(const std::string & name, Shape & out) {
             out.n_embd = n.n_embd, out.n_layer = n.n_layer, out.n_head = n.n_head, out.n_head_kv = n.n_head_kv;
             out.n_ff = n.n_ff, out.n_ctx = n.n_ctx, out.rope_theta = n.rope_theta;
             out.tied_embeddings = n.tied_embeddings;
+            out.n_expert = n.n_expert, out.n_expert_used = n.n_expert_used;
             return true;
         }
     }
@@ -277,6 +292,13 @@ std::vector<TensorPlan> plan_tensors(const Shape & s, int64_t n_vocab, ggml_type
         matrix(b + "attn_v.weight", s.n_embd, n_kv);
         matrix(b + "attn_output.weight", s.n_embd, s.n_embd);
         norm(b + "ffn_norm.weight");
+        if (s.n_expert > 0) {
+            p.push_back({b + "ffn_gate_inp.weight", GGML_TYPE_F32, s.n_embd, s.n_expert, Init::Matrix});
+            p.push_back({b + "ffn_gate_exps.weight", wtype, s.n_embd, s.n_ff, Init::Matrix, s.n_expert});
+            p.push_back({b + "ffn_down_exps.weight", wtype, s.n_ff, s.n_embd, Init::Matrix, s.n_expert});
+            p.push_back({b + "ffn_up_exps.weight", wtype, s.n_embd, s.n_ff, Init::Matrix, s.n_expert});
+            continue;
+        }
         matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff);
         matrix(b + "ffn_up.weight", s.n_embd, s.n_ff);
         matrix(b + "ffn_down.weight", s.n_ff, s.n_embd);
@@ -331,7 +353,7 @@ WriteResult write_model(const WriteOptions & opt) {
                         ggml_type_name(t.type) + " block size";
             return res;
         }
-        res.n_params += t.ne0 * t.ne1;
+        res.n_params += t.ne0 * t.ne1 * t.ne2;
     }
     res.n_tensors = int64_t(plan.size());
 

@@ -35,6 +35,11 @@ struct Shape {
     float       rope_theta = 10000.0f;
     float       rms_eps    = 1e-5f;
     bool        tied_embeddings = false;  // no output.weight: the output reuses token_embd
+    // Mixture of experts (llama's MoE layout, as Mixtral's files): each
+    // layer's FFN is n_expert experts of n_ff, n_expert_used of them per
+    // token, picked by a router (ffn_gate_inp). 0: a dense FFN.
+    int64_t     n_expert      = 0;
+    int64_t     n_expert_used = 0;
 };
 
 // A shape by name, one of shape_names() (the table in gguf_model.cpp). False
@@ -59,10 +64,12 @@ struct TensorPlan {
     int64_t     ne0 = 0;  // row length (fan-in for matrices)
     int64_t     ne1 = 1;  // rows
     Init        init = Init::Matrix;
+    int64_t     ne2 = 1;  // matrices (the experts of an expert tensor), ne1 rows each
 };
 
-// Every tensor of the model, in file order. Norms are F32; every matrix,
-// token_embd included, is `wtype` (a "pure" file: one type for all weights).
+// Every tensor of the model, in file order. Norms and an MoE router are F32
+// (as llama-quantize keeps them); every other matrix, token_embd included, is
+// `wtype` (a "pure" file: one type for all weights).
 std::vector<TensorPlan> plan_tensors(const Shape & shape, int64_t n_vocab, ggml_type wtype);
 
 // Fills `row` (ne0 values) with row `row_index` of tensor `tensor_index`.

@@ -74,7 +74,7 @@ std::vector<char> slurp(const std::string & path) {
 
 int64_t total_params(const std::vector<TensorPlan> & plan) {
     int64_t n = 0;
-    for (const auto & t : plan) n += t.ne0 * t.ne1;
+    for (const auto & t : plan) n += t.ne0 * t.ne1 * t.ne2;
     return n;
 }
 
@@ -104,6 +104,64 @@ TEST(GgufModel, PlansHaveTheRealModelsParameterCounts) {
     EXPECT_EQ(type, GGML_TYPE_Q4_0);
     EXPECT_EQ(ftype, 2u);
     EXPECT_FALSE(weight_type_by_name("q5_k", type, ftype));
+}
+
+// The MoE shapes: llama's expert layout (a router and three 3-D expert
+// tensors per layer, no dense FFN), qwen3-30b-a3b's experts in "moe"; the
+// file says how many experts there are and how many a token uses, and
+// llama.cpp reads the 3-D tensors back.
+TEST(GgufModel, MoeShapesHaveRoutersAndExpertTensors) {
+    Shape s;
+    ASSERT_TRUE(shape_by_name("moe", s));
+    EXPECT_EQ(s.n_expert, 128);
+    EXPECT_EQ(s.n_expert_used, 8);
+    int experts = 0, routers = 0, dense = 0;
+    int64_t expert_params = 0;
+    for (const auto & t : plan_tensors(s, 128256, GGML_TYPE_Q4_0)) {
+        if (t.name.find("_exps.") != std::string::npos) {
+            ++experts;
+            EXPECT_EQ(t.ne2, 128) << t.name;
+            EXPECT_EQ(t.type, GGML_TYPE_Q4_0) << t.name;
+            expert_params += t.ne0 * t.ne1 * t.ne2;
+        } else if (t.name.find("ffn_gate_inp") != std::string::npos) {
+            ++routers;
+            EXPECT_EQ(t.type, GGML_TYPE_F32) << t.name;  // as llama-quantize keeps routers
+            EXPECT_EQ(t.ne0, 2048);
+            EXPECT_EQ(t.ne1, 128);
+        } else {
+            EXPECT_EQ(t.ne2, 1) << t.name;
+            dense += t.name.find("ffn_up.") != std::string::npos;
+        }
+    }
+    EXPECT_EQ(experts, 3 * 8);
+    EXPECT_EQ(routers, 8);
+    EXPECT_EQ(dense, 0);
+    EXPECT_EQ(expert_params, int64_t(8) * 3 * 768 * 2048 * 128);  // 8 of qwen3-30b-a3b's 48 layers
+
+    WriteOptions o;
+    o.shape = small_shape(false);
+    o.shape.n_expert = 4, o.shape.n_expert_used = 2;
+    ASSERT_TRUE(weight_type_by_name("q8_0", o.wtype, o.file_type));
+    o.vocab_path = write_vocab();
+    o.out_path   = scratch("moe.gguf").string();
+    o.threads    = 2;
+    const WriteResult r = write_model(o);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.n_params, total_params(plan_tensors(o.shape, kVocab, o.wtype)));
+    ggml_context * meta = nullptr;
+    gguf_init_params gp{true, &meta};
+    gguf_context * g = gguf_init_from_file(o.out_path.c_str(), gp);
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(gguf_get_val_u32(g, gguf_find_key(g, "llama.expert_count")), 4u);
+    EXPECT_EQ(gguf_get_val_u32(g, gguf_find_key(g, "llama.expert_used_count")), 2u);
+    const ggml_tensor * down = ggml_get_tensor(meta, "blk.1.ffn_down_exps.weight");
+    ASSERT_NE(down, nullptr);
+    EXPECT_EQ(down->ne[0], o.shape.n_ff);
+    EXPECT_EQ(down->ne[1], o.shape.n_embd);
+    EXPECT_EQ(down->ne[2], 4);
+    EXPECT_EQ(down->type, GGML_TYPE_Q8_0);
+    gguf_free(g);
+    ggml_free(meta);
 }
 
 TEST(GgufModel, NormsAreF32AndMatricesTakeTheChosenType) {
