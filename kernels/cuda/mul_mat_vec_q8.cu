@@ -108,7 +108,8 @@ template <int kBytes_, int kW_> struct RawWords {
         for (int k = 0; k < kW; ++k) w[k] = __ldg(src + k);
     }
     __device__ static uint32_t a8(const uint8_t * row, int b) {
-        return kBytes % 4 == 0 ? 0u : uint32_t((reinterpret_cast<uintptr_t>(row) + uint32_t(b) * uint32_t(kBytes)) & 3u) * 8u;
+        const uintptr_t at = reinterpret_cast<uintptr_t>(row) + uint32_t(b) * uint32_t(kBytes);
+        return kBytes % 4 == 0 ? 0u : uint32_t(at & 3u) * 8u;
     }
 };
 
