@@ -8,10 +8,11 @@
 // without waiting for the stream. The kernel table (plan::choose_id in
 // mm_plan.h) picks one of three paths:
 //   few pairs (token generation), and any number for the integer formats
-//     without mmq: every (e, t) pair is a grid row of the mat-vec kernel,
-//     which reads its expert id itself: the integer mat-vecs for the block
-//     formats they take (src1 quantized per 32, as for MUL_MAT;
-//     mul_mat_vec_q8.cu), the float one (mul_mat_vec.cu) for a few pairs else;
+//     without mmq or with GGML_STANDIN_MMQ=off: every (e, t) pair is a grid
+//     row of the mat-vec kernel, which reads its expert id itself: the
+//     integer mat-vecs for the block formats they take (src1 quantized per
+//     32, as for MUL_MAT; mul_mat_vec_q8.cu), the float one (mul_mat_vec.cu)
+//     for a few pairs else;
 //   otherwise the pairs are grouped by expert on the device (one block
 //     counts them, scans the counts, lists the column tiles of every expert
 //     and places the pairs: route_kernel), and then
@@ -25,7 +26,9 @@
 // The order of pairs inside an expert's list depends on atomics, but every
 // dst column is computed by the same operations wherever it lands in a tile.
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT_ID
+// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT_ID (with GGML_STANDIN_MMQ
+// unset, all and off), the ctests model.logits.tiny_moe_f32.cuda_*; time with
+// `perf -o MUL_MAT_ID` (scripts/gpu-check moe).
 #include <cub/block/block_scan.cuh>
 
 #include "diag/check.h"
