@@ -6,6 +6,18 @@ set(MODELS ${CMAKE_BINARY_DIR}/models)
 file(MAKE_DIRECTORY ${MODELS})
 set(STANDIN $<TARGET_FILE:standin>)
 
+# `standin logits` on STANDIN_HOST0 (dev host) or, skipped where there is no
+# CUDA device, STANDIN_CUDA0 (dev cuda): sets cmd and labels for add_test.
+macro(logits_on dev)
+    if("${dev}" STREQUAL host)
+        set(cmd ${STANDIN} logits --device STANDIN_HOST0)
+        set(labels model)
+    else()
+        set(cmd ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0 ${STANDIN} logits --device STANDIN_CUDA0)
+        set(labels "model;gpu")
+    endif()
+endmacro()
+
 # llama-completion's closing perf line counts the decode runs after the prompt:
 # -n 8 with --ignore-eos gives exactly 7, so this matches only a full generation.
 set(GENERATED_8 "eval time = +[0-9.]+ ms / +7 runs")
@@ -68,13 +80,7 @@ foreach(type f32 q8_0)
     # Token by token (--ubatch 1, flash attention on): the decode kernels, one
     # graph per token over the KV cache, against the same one-graph reference.
     foreach(dev host cuda)
-        if(dev STREQUAL host)
-            set(cmd ${STANDIN} logits --device STANDIN_HOST0)
-            set(labels model)
-        else()
-            set(cmd ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0 ${STANDIN} logits --device STANDIN_CUDA0)
-            set(labels "model;gpu")
-        endif()
+        logits_on(${dev})
         add_test(NAME model.logits.tiny_${type}.${dev}_decode
                  COMMAND ${cmd} --plugin ${PLUGIN} --model ${model} --n-tokens ${n_tokens} --ubatch 1 --flash-attn on
                          --compare ${ref} --max-nmse ${max_nmse})
@@ -161,13 +167,7 @@ set_tests_properties(model.logits.tiny_moe_f32.cpu PROPERTIES LABELS model TIMEO
     FIXTURES_REQUIRED model_tiny_moe FIXTURES_SETUP logits_tiny_moe
     PASS_REGULAR_EXPRESSION "computed on CPU: .*MUL_MAT_ID .*wrote ")
 foreach(dev host cuda)
-    if(dev STREQUAL host)
-        set(cmd ${STANDIN} logits --device STANDIN_HOST0)
-        set(labels model)
-    else()
-        set(cmd ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0 ${STANDIN} logits --device STANDIN_CUDA0)
-        set(labels "model;gpu")
-    endif()
+    logits_on(${dev})
     foreach(ub 0 1)
         add_test(NAME model.logits.tiny_moe_f32.${dev}_ubatch${ub}
                  COMMAND ${cmd} --plugin ${PLUGIN} --model ${moe_model} --n-tokens 64 --ubatch ${ub}
