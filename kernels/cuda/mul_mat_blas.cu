@@ -2,7 +2,8 @@
 // the prompt-processing path: tensor-core GEMMs at the library's speed.
 //   F16 / BF16 weights: used in place; src1 rounded to the weight type (as
 //     ggml-cpu does) into dense columns; FP32 accumulation.
-//   F32 weights: used in place with TF32 tensor cores, as the tiled kernel.
+//   F32 weights: used in place, computed in f32 (no TF32: an F32 router's
+//     expert picks must not move; mul_mat_tile.cuh).
 //   Block-quantized 2-D weights: decoded to F16 in chunks of rows (at most
 //     kChunkBytes of scratch at a time) with the same Part decoder as the
 //     mat-vec path (integer-form formats: quants.h's run_to_f32), then an F16 GEMM against src1 rounded to ggml-cpu's
@@ -180,7 +181,7 @@ bool launch_blas(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, 
     SI_CUDA_LAUNCH_CHECK();
 
     const cudaDataType ct = bt == GGML_TYPE_F32 ? CUDA_R_32F : bt == GGML_TYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    const cublasComputeType_t compute = bt == GGML_TYPE_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     float * C = static_cast<float *>(d->data);
     const int64_t ldc = int64_t(d->nb[1] / 4);
     bool ok = true;

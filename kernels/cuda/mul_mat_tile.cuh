@@ -7,8 +7,13 @@
 // cores (WMMA m16n16k8, f32 accumulation); each warp owns a 32 x 32 quarter.
 // TF32 keeps f32's range (no overflow for large activations, unlike F16) and
 // represents F16 and BF16 weights, and src1 rounded to them, exactly; the
-// rounding of dequantized block weights and of f32 operands (about 2^-11
-// relative) is far inside test-backend-ops' MUL_MAT tolerance (NMSE 5e-4).
+// rounding of dequantized block weights and of src1 (about 2^-11 relative)
+// is far inside test-backend-ops' MUL_MAT tolerance (NMSE 5e-4). F32 weights
+// keep f32 precision: each operand is split into a TF32 head and a TF32 tail
+// and three products are summed (head x head, head x tail, tail x head; the
+// tail x tail term is below f32's rounding). A mixture-of-experts router in
+// F32 picks its experts from these sums, and a pick that a 2^-11 rounding
+// flips changes the whole token (tiny-moe's logits, model_tests.cmake).
 // Accumulators go through shared memory so the stores to dst are
 // bounds-checked and coalesced.
 //
@@ -37,6 +42,18 @@ struct TileSmem {
     float *       d[kBN];  // dst column of tile column c, or nullptr
 };
 
+// An unrounded f32 fragment `f` becomes its TF32 head, `tail` the TF32 of
+// the rest (the element order of two fragments of one type is the same).
+template <typename Frag>
+__device__ __forceinline__ void split_tf32(Frag & f, Frag & tail) {
+#pragma unroll
+    for (int e = 0; e < f.num_elements; ++e) {
+        const float head = nvcuda::wmma::__float_to_tf32(f.x[e]);
+        tail.x[e] = nvcuda::wmma::__float_to_tf32(f.x[e] - head);
+        f.x[e] = head;
+    }
+}
+
 // dst rows [m0, m0 + 64) of the columns in sm.y / sm.d (filled, and followed
 // by a barrier, by the caller). `a` points at weight row 0 of the matrix; rows
 // are a_nb1 bytes apart. Ends with a barrier, so sm may be refilled at once.
@@ -47,6 +64,9 @@ __device__ __forceinline__ void tile_product(TileSmem & sm, const char * a, int6
     float * As = sm.f;                // [kBM][kLdAB]: weight row m, k
     float * Bs = sm.f + kBM * kLdAB;  // [kBN][kLdAB]: src1 column n, k
     float * Cs = sm.f;                // [kBN][kLdC] after the K loop: column n, row m
+    // F32 weights: As and Bs hold the operands unrounded, split at the product.
+    constexpr bool kSplit = T == GGML_TYPE_F32;
+    const auto to_smem = [](float v) { return kSplit ? v : wmma::__float_to_tf32(v); };
     const int tid = int(threadIdx.x), warp = tid / 32;
     const int wm = warp / 2, wn = warp % 2;
 
@@ -84,7 +104,7 @@ __device__ __forceinline__ void tile_product(TileSmem & sm, const char * a, int6
                 const int64_t m = m0 + r, k = k0 + kk;
                 float v = 0.0f;
                 if (m < M && k < K) v = dq::elem(T, a + m * a_nb1, k);
-                As[r * kLdAB + kk] = wmma::__float_to_tf32(v);
+                As[r * kLdAB + kk] = to_smem(v);
             }
         }
 #pragma unroll 4
@@ -92,7 +112,7 @@ __device__ __forceinline__ void tile_product(TileSmem & sm, const char * a, int6
             const int c = e / kBK, kk = e % kBK;
             const int64_t k = k0 + kk;
             const float * y = sm.y[c];
-            Bs[c * kLdAB + kk] = wmma::__float_to_tf32(y != nullptr && k < K ? y[k] : 0.0f);
+            Bs[c * kLdAB + kk] = to_smem(y != nullptr && k < K ? y[k] : 0.0f);
         }
         __syncthreads();
 #pragma unroll
@@ -103,6 +123,21 @@ __device__ __forceinline__ void tile_product(TileSmem & sm, const char * a, int6
             for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], As + (wm * 32 + i * 16) * kLdAB + kk, kLdAB);
 #pragma unroll
             for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], Bs + (wn * 32 + j * 16) * kLdAB + kk, kLdAB);
+            if constexpr (kSplit) {
+                decltype(fa) ta;
+                decltype(fb) tb;
+#pragma unroll
+                for (int i = 0; i < 2; ++i) split_tf32(fa[i], ta[i]);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) split_tf32(fb[j], tb[j]);
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        wmma::mma_sync(acc[i][j], ta[i], fb[j], acc[i][j]);
+                        wmma::mma_sync(acc[i][j], fa[i], tb[j], acc[i][j]);
+                    }
+            }
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
