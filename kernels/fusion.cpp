@@ -1,5 +1,6 @@
-// The fusion patterns of Note [fusion] (fusion.h): matching and ordering here,
-// the fused kernels in kernels/cuda/ (norm.cu, mul_mat_vec_q8.cu).
+// The fusion patterns of Note [fusion] (fusion.h): matching and ordering here
+// (the MoE patterns' matching in fusion_moe.cpp), the fused kernels in
+// kernels/cuda/ (norm.cu, mul_mat_vec_q8.cu, rope.cu, moe_fuse.cu).
 // MUL_MAT+ADD is matched before MUL_MAT groups: a product followed directly
 // by its residual ADD (the output projections) has no partner sharing src1.
 //
@@ -49,14 +50,6 @@ bool can_hoist(ggml_tensor * const * nodes, int pos, int j) {
 }
 
 #ifdef STANDIN_WITH_CUDA
-int next_work(ggml_cgraph * g, int i) {
-    const int n = ggml_graph_n_nodes(g);
-    for (int j = i + 1; j < n; ++j) {
-        if (has_work(ggml_graph_node(g, j))) return j;
-    }
-    return -1;
-}
-
 FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i, UseCount uses) {
     FusedRun r;
     ggml_tensor * node = ggml_graph_node(g, i);
@@ -86,6 +79,24 @@ FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i, U
         }
         r.covered = j - i + 1;
         r.status = cuda::rms_norm_mul(stream, node, next);
+        return r;
+    }
+    // Both MoE patterns: every node they cover must run on this device.
+    const auto all_here = [&](int from, int to) {
+        for (int k = from; k <= to; ++k) {
+            ggml_tensor * t = ggml_graph_node(g, k);
+            if (has_work(t) && !supports(rt::Kind::cuda, t)) return false;
+        }
+        return true;
+    };
+    if (MoeRoute mr; match_moe_route(g, i, mr) && all_here(i, mr.last) && cuda::moe_route_ok(mr)) {
+        r.covered = mr.last - i + 1;
+        r.status = cuda::moe_route(stream, mr);
+        return r;
+    }
+    if (MoeSum ms; match_moe_sum(g, i, ms, uses) && all_here(i, ms.last) && cuda::moe_sum_ok(ms)) {
+        r.covered = ms.last - i + 1;
+        r.status = cuda::moe_sum(stream, ms);
         return r;
     }
     if (node->op == GGML_OP_ROPE && next->op == GGML_OP_ROPE) {
@@ -146,6 +157,14 @@ FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i, U
 #endif
 
 } // namespace
+
+int next_work(ggml_cgraph * g, int i) {
+    const int n = ggml_graph_n_nodes(g);
+    for (int j = i + 1; j < n; ++j) {
+        if (has_work(ggml_graph_node(g, j))) return j;
+    }
+    return -1;
+}
 
 bool has_work(const ggml_tensor * node) {
     // Nodes without the COMPUTE flag are placeholders another engine (the

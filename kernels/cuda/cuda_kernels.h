@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/fusion.h"
 #include "kernels/kernel.h"
 
 namespace standin::kernels::cuda {
@@ -110,6 +111,14 @@ bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor
                  bool k_cache_only);
 Status rope_qkv(rt::cuda::CudaStream & stream, ggml_tensor * q, ggml_tensor * k, ggml_tensor * k_set,
                 ggml_tensor * v_set, bool k_cache_only);
+// A mixture-of-experts router (kernels/fusion.h, MoeRoute) in one launch,
+// every node's result written (moe_route_ok: the kernel's limits, up to 1024
+// experts and 64 used, dense F32 steps).
+bool moe_route_ok(const MoeRoute & r);
+Status moe_route(rt::cuda::CudaStream & stream, const MoeRoute & r);
+// The experts' weighted sum (MoeSum): the MUL and the ADDs in one launch.
+bool moe_sum_ok(const MoeSum & s);
+Status moe_sum(rt::cuda::CudaStream & stream, const MoeSum & s);
 // RMS_NORM followed by MUL of its result with a broadcast F32 weight; both
 // results are written (rms_norm_mul_ok says whether the pair qualifies)
 bool rms_norm_mul_ok(const ggml_tensor * norm, const ggml_tensor * mul);

@@ -241,7 +241,7 @@ inline Choice choose(const Problem & p) {
 // expert's product, N the mean columns per expert (pairs / n_as, rounded up),
 // matrices the experts, vec_int_ok whether the integer mat-vec takes the
 // experts (mm::q8_id_applies). Up to kIdVecPairs pairs a mat-vec, one pair
-// per matrix (float weights: the float mat-vec); beyond, mmq over the pairs
+// per matrix (float weights: the float mat-vec to kIdVecFloatPairs); beyond, mmq over the pairs
 // grouped by expert on the device (tiles from a device-side list, no K
 // split: the list is not known when the grid is sized) for the formats it
 // has; the integer mat-vec, whose reach is any number of pairs, for the
@@ -250,17 +250,23 @@ inline Choice choose(const Problem & p) {
 // every weight it reads: on the H100 it took 0.9-3.4 ms at 64-2048 pairs of
 // the qwen3-30b-a3b and 32-expert shapes, 6-35x mmq (results/h200/
 // summary-92.txt, -93.txt); the integer mat-vec at 2048 pairs 2.0-2.9 ms
-// against mmq's 0.16-0.18.
-constexpr int64_t kIdVecPairs = 32;
+// against mmq's 0.16-0.18. The integer mat-vec's reach over mmq, measured
+// one process at a time on the H100 (summary-94.txt; us, mat-vec / mmq /
+// ggml-cuda): at qwen3's shape 64 pairs Q4_0 28.3 / 37.6 / 20.4, Q4_K 31.7 /
+// 42.3 / 25.8; 256 pairs Q4_0 100.8 / 63.5 / 135.7, Q4_K 111.7 / 67.7 / 138.0.
+// (Figures from summary-92/-93 ran four processes on the GPU at once.)
+constexpr int64_t kIdVecPairs = 64;
+constexpr int64_t kIdVecFloatPairs = 32;  // float experts, or rows the integer mat-vec cannot read: the float mat-vec to here
 inline Choice choose_id(const Problem & p, int64_t pairs) {
     Choice c;
     const bool mmq = !is_float(p.type) && mmq_allowed(p);
-    if (mmq && (pairs > kIdVecPairs || p.mmq_mode == 2)) {
+    const int64_t vec_reach = p.vec_int_ok ? kIdVecPairs : kIdVecFloatPairs;
+    if (mmq && (pairs > vec_reach || p.mmq_mode == 2)) {
         c = mmq_choice(p);
         c.split = 1;
         return c;
     }
-    c.path = p.vec_int_ok ? Path::vec_int : pairs <= kIdVecPairs ? Path::vec_float : Path::tile;
+    c.path = p.vec_int_ok ? Path::vec_int : pairs <= kIdVecFloatPairs ? Path::vec_float : Path::tile;
     return c;
 }
 

@@ -218,7 +218,7 @@ TEST(ProductPlan, IntegerFormTypesWithMmqTakeTheirMatVecThenMmq) {
 
 // MUL_MAT_ID (plan::choose_id): every claimed weight type gets a kernel at
 // every pair count from 1 to 4096 (128 experts): the mat-vecs up to
-// kIdVecPairs pairs, then mmq over the grouped pairs for the formats it has
+// kIdVecPairs pairs (float weights kIdVecFloatPairs), then mmq over the grouped pairs for the formats it has
 // (no K split: the tile list is made on the device), the integer mat-vec
 // (any number of pairs) for the other integer formats, the tiled kernel for
 // float weights; GGML_STANDIN_MMQ=all takes mmq from one pair, =off never
@@ -233,9 +233,10 @@ TEST(ProductPlan, ExpertsTakeAKernelForEveryPairCount) {
             p.matrices = n_as;
             p.vec_int_ok = vec_int;  // q8_id_applies: the weights only
             const plan::Choice c = plan::choose_id(p, pairs);
-            const plan::Path few = vec_int ? plan::Path::vec_int : plan::Path::vec_float;
+            const bool few = pairs <= (vec_int ? plan::kIdVecPairs : plan::kIdVecFloatPairs);
+            const plan::Path small = vec_int ? plan::Path::vec_int : plan::Path::vec_float;
             const plan::Path many = has_mmq ? plan::Path::mmq : vec_int ? plan::Path::vec_int : plan::Path::tile;
-            EXPECT_EQ(c.path, pairs <= plan::kIdVecPairs ? few : many)
+            EXPECT_EQ(c.path, few ? small : many)
                 << ggml_type_name(t) << " pairs=" << pairs << " gets " << plan::path_name(c.path);
             if (c.path == plan::Path::mmq) {
                 EXPECT_TRUE(is_mmq_shape(c)) << "no kernel for nt " << c.nt << " mw " << c.mw;
@@ -252,7 +253,7 @@ TEST(ProductPlan, ExpertsTakeAKernelForEveryPairCount) {
             p.mmq_mode = 0;
             p.vec_int_ok = false;  // experts the integer mat-vec cannot read (q8_id_applies)
             if (!has_mmq) {
-                EXPECT_EQ(plan::choose_id(p, pairs).path, pairs <= plan::kIdVecPairs ? plan::Path::vec_float
+                EXPECT_EQ(plan::choose_id(p, pairs).path, pairs <= plan::kIdVecFloatPairs ? plan::Path::vec_float
                                                                                       : plan::Path::tile)
                     << ggml_type_name(t) << " pairs=" << pairs << " unreadable rows";
             }
