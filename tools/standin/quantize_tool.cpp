@@ -120,15 +120,16 @@ bool write_uniform_imatrix(const std::string & model_path, const std::string & o
     // One entry per matrix (and per expert of a 3-D one): sums of squares
     // 1 over one call, so every column weighs 1 after llama-quantize divides
     // by the count.
-    size_t floats = 0;
-    int n_entries = 0;
+    // The context holds both tensors of each entry, each padded to ggml's
+    // alignment (a 1-column counts tensor takes more than its 4 bytes).
+    const auto room = [](int64_t floats) {
+        return GGML_PAD(size_t(floats) * sizeof(float), GGML_MEM_ALIGN) + ggml_tensor_overhead();
+    };
+    size_t bytes = ggml_tensor_overhead();
     for (ggml_tensor * t = ggml_get_first_tensor(meta); t != nullptr; t = ggml_get_next_tensor(meta, t)) {
-        if (t->ne[1] > 1) {
-            floats += size_t(t->ne[0] * t->ne[2] + t->ne[2]);
-            ++n_entries;
-        }
+        if (t->ne[1] > 1) bytes += room(t->ne[0] * t->ne[2]) + room(t->ne[2]);
     }
-    ggml_init_params cp{floats * sizeof(float) + size_t(2 * n_entries + 1) * ggml_tensor_overhead(), nullptr, false};
+    ggml_init_params cp{bytes, nullptr, false};
     ggml_context * ctx = ggml_init(cp);
     gguf_context * outg = gguf_init_empty();
     const char * dataset = "uniform (standin make-model: random weights, no activation statistics)";

@@ -422,6 +422,31 @@ TEST(QuantizeTool, Mxfp4LayersThroughTheOverride) {
     EXPECT_EQ(counts[GGML_TYPE_F16], 0) << describe_type_counts(counts);
 }
 
+// The matrix's context holds every tensor with ggml's alignment padding: a
+// model of many matrices (1B's 16 layers overflowed it once, an abort in
+// ggml_new_tensor) gets its two tensors per matrix.
+TEST(QuantizeTool, UniformImportanceMatrixOfManyMatrices) {
+    WriteOptions o;
+    o.shape = small_shape(false);
+    o.shape.n_layer = 48;
+    ASSERT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
+    o.vocab_path = write_vocab();
+    o.out_path = scratch("many-f16.gguf").string();
+    o.threads = 1;
+    ASSERT_TRUE(write_model(o).ok);
+    const std::string im = scratch("many.imatrix.gguf").string();
+    std::string error;
+    ASSERT_TRUE(write_uniform_imatrix(o.out_path, im, error)) << error;
+    gguf_init_params gp{true, nullptr};
+    gguf_context * g = gguf_init_from_file(im.c_str(), gp);
+    ASSERT_NE(g, nullptr);
+    int mats = 0;
+    for (const auto & t : plan_tensors(o.shape, kVocab, o.wtype)) mats += t.type != GGML_TYPE_F32;
+    EXPECT_GT(mats, 48 * 7);
+    EXPECT_EQ(gguf_get_n_tensors(g), 2 * mats);
+    gguf_free(g);
+}
+
 // The very low-bit mixes (here IQ2_XXS) are refused by llama-quantize without
 // an importance matrix: quantize_file writes the uniform one (every matrix of
 // the model, a sum of ones over one call), runs again, and says so.
