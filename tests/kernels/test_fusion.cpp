@@ -11,6 +11,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "kernels/fusion.h"
+#include "tests/kernels/fusion_graph.h"
 #ifdef STANDIN_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
@@ -20,24 +21,11 @@ using standin::rt::Kind;
 
 namespace {
 
-struct Graph {
-    ggml_context * ctx = nullptr;
-    ggml_cgraph *  g   = nullptr;
-    Graph() {
-        ggml_init_params p{64 * 1024 * 1024, nullptr, true};
-        ctx = ggml_init(p);
-        g = ggml_new_graph(ctx);
-    }
-    ~Graph() { ggml_free(ctx); }
+struct Graph : standin::test::FusionGraph {
     ggml_tensor * weight(const char * name, int64_t k, int64_t m) {
         ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, k, m);
         ggml_set_name(w, name);
         return w;
-    }
-    std::vector<ggml_tensor *> nodes() const {
-        std::vector<ggml_tensor *> v;
-        for (int i = 0; i < ggml_graph_n_nodes(g); ++i) v.push_back(ggml_graph_node(g, i));
-        return v;
     }
     std::vector<std::string> names() const {
         std::vector<std::string> v;
@@ -223,18 +211,7 @@ TEST(Fusion, LlamaDecodeRopesAndCacheWritesAreOneRun) {
     ggml_gallocr_free(galloc);
 }
 
-namespace {
-// The nodes that read t, counted by scanning (glue's count comes from ggml's
-// own counts; tests/glue checks that one).
-int scan_uses(const ggml_cgraph * g, const ggml_tensor * t) {
-    auto * gm = const_cast<ggml_cgraph *>(g);
-    int n = 0;
-    for (int i = 0; i < ggml_graph_n_nodes(gm); ++i) {
-        for (const ggml_tensor * s : ggml_graph_node(gm, i)->src) n += s == t ? 1 : 0;
-    }
-    return n;
-}
-} // namespace
+using standin::test::scan_uses;
 
 // K's rotated result is left unwritten only when its cache write is all that
 // reads it, the graph has counts, and nobody asked for it as an output.

@@ -11,30 +11,17 @@
 
 #include "ggml.h"
 #include "kernels/fusion.h"
+#include "tests/kernels/fusion_graph.h"
 
 using standin::kernels::match_moe_route;
 using standin::kernels::match_moe_sum;
 using standin::kernels::MoeRoute;
 using standin::kernels::MoeSum;
+using standin::test::scan_uses;
 
 namespace {
 
-struct Ctx {
-    ggml_context * ctx = nullptr;
-    ggml_cgraph *  g   = nullptr;
-    Ctx() {
-        ggml_init_params p{16 * 1024 * 1024, nullptr, true};
-        ctx = ggml_init(p);
-        g = ggml_new_graph(ctx);
-    }
-    ~Ctx() { ggml_free(ctx); }
-    int pos(const ggml_tensor * t) const {
-        for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
-            if (ggml_graph_node(g, i) == t) return i;
-        }
-        return -1;
-    }
-};
+using Ctx = standin::test::FusionGraph;
 
 enum class Gate { softmax, sigmoid, weights_softmax };
 
@@ -91,15 +78,6 @@ void expect_route(Ctx & c, const Router & want) {
     EXPECT_EQ(m.last, c.pos(last)) << "the run ends at the router's result";
 }
 
-// The nodes reading t (glue's count comes from ggml's own counts).
-int scan_uses(const ggml_cgraph * g, const ggml_tensor * t) {
-    auto * gm = const_cast<ggml_cgraph *>(g);
-    int n = 0;
-    for (int i = 0; i < ggml_graph_n_nodes(gm); ++i) {
-        for (const ggml_tensor * s : ggml_graph_node(gm, i)->src) n += s == t ? 1 : 0;
-    }
-    return n;
-}
 
 } // namespace
 
