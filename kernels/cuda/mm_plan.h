@@ -254,7 +254,8 @@ inline Choice choose(const Problem & p) {
 // one process at a time on the H100 (summary-94.txt; us, mat-vec / mmq /
 // ggml-cuda): at qwen3's shape 64 pairs Q4_0 28.3 / 37.6 / 20.4, Q4_K 31.7 /
 // 42.3 / 25.8; 256 pairs Q4_0 100.8 / 63.5 / 135.7, Q4_K 111.7 / 67.7 / 138.0.
-// (Figures from summary-92/-93 ran four processes on the GPU at once.)
+// (summary-92/-93's perf lists, the figures above included, ran their three
+// processes on the GPU at once: indications, not side-by-side timings.)
 constexpr int64_t kIdVecPairs = 64;
 constexpr int64_t kIdVecFloatPairs = 32;  // float experts, or rows the integer mat-vec cannot read: the float mat-vec to here
 inline Choice choose_id(const Problem & p, int64_t pairs) {
