@@ -349,13 +349,14 @@ TEST(QuantizeTool, MissingToolOrUnknownTypeIsAUsageError) {
 }
 
 // The small F16 model the llama-quantize tests convert (rows of 256 where
-// `rows256`: the K formats and i-quants take no shorter ones), written to
-// scratch(name); its options, for plan_tensors.
+// `rows256`: the K formats and i-quants take no shorter ones; n_layer layers
+// where it is not 0), written to scratch(name); its options, for plan_tensors.
 namespace {
-WriteOptions write_f16_model(const std::string & name, bool rows256) {
+WriteOptions write_f16_model(const std::string & name, bool rows256, int64_t n_layer = 0) {
     WriteOptions o;
     o.shape = small_shape(false);
     if (rows256) o.shape.n_embd = 256, o.shape.n_ff = 256;
+    if (n_layer != 0) o.shape.n_layer = n_layer;
     EXPECT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
     o.vocab_path = write_vocab();
     o.out_path   = scratch(name).string();
@@ -426,14 +427,7 @@ TEST(QuantizeTool, Mxfp4LayersThroughTheOverride) {
 // model of many matrices (1B's 16 layers overflowed it once, an abort in
 // ggml_new_tensor) gets its two tensors per matrix.
 TEST(QuantizeTool, UniformImportanceMatrixOfManyMatrices) {
-    WriteOptions o;
-    o.shape = small_shape(false);
-    o.shape.n_layer = 48;
-    ASSERT_TRUE(weight_type_by_name("f16", o.wtype, o.file_type));
-    o.vocab_path = write_vocab();
-    o.out_path = scratch("many-f16.gguf").string();
-    o.threads = 1;
-    ASSERT_TRUE(write_model(o).ok);
+    const WriteOptions o = write_f16_model("many-f16.gguf", false, 48);
     const std::string im = scratch("many.imatrix.gguf").string();
     std::string error;
     ASSERT_TRUE(write_uniform_imatrix(o.out_path, im, error)) << error;
