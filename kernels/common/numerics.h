@@ -105,4 +105,19 @@ SI_HD uint16_t f32_to_bf16(float f) {
     return uint16_t((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
 }
 
+// Entry i of value v in a falling order (larger values first; -0 equal to +0;
+// NaN after every number; equal values by rising index) as one integer whose
+// falling order is that order: the high word maps the float onto unsigned
+// integers monotonically, the low word is the index complemented. A sort or
+// rank count then compares integers (moe_fuse.cu's router ranks experts so).
+SI_HD uint64_t falling_order_key(float v, uint32_t i) {
+    uint32_t u = f32_bits(v + 0.0f);  // -0 + 0 is +0
+    if (v != v) {
+        u = 0u;  // NaN: below the key of -inf (0x007fffff)
+    } else {
+        u = (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
+    }
+    return (uint64_t(u) << 32) | uint64_t(~i);
+}
+
 } // namespace standin::num

@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "kernels/common/math_ops.h"
+#include "kernels/common/numerics.h"
 #include "kernels/common/op_params.h"
 #include "kernels/common/softmax.h"
 #include "kernels/cuda/common.cuh"
@@ -60,14 +61,6 @@ struct RouteArgs {
     float *      scaled;
     float        scale_s, scale_b;
 };
-
-// Whether expert j (value vj) comes before expert i (value vi) in the
-// falling order: larger value first, lower index on ties, NaN last.
-__device__ __forceinline__ bool ahead(float vj, int j, float vi, int i) {
-    const bool nj = isnan(vj), ni = isnan(vi);
-    if (nj || ni) return nj == ni ? j < i : ni;
-    return vj != vi ? vj > vi : j < i;
-}
 
 // Warp 0's SOFT_MAX over x[0..k) (k <= 64), as softmax_kernel with 32 threads.
 __device__ void warp_softmax(float * x, int k, int lane) {
@@ -106,7 +99,10 @@ __global__ void moe_route_kernel(RouteArgs a) {
     __shared__ float  fscratch[32];
     __shared__ double dscratch[32];
     __shared__ float  p[kMaxExperts];  // the probabilities
-    __shared__ float  c[kMaxExperts];  // the choice values
+    // The choice values' num::falling_order_key: one 64-bit comparison per
+    // pair of experts in the rank count (n per thread, most of the kernel's
+    // time) where the float order needs NaN and tie tests.
+    __shared__ uint64_t key[kMaxExperts];
     __shared__ int    ord[kMaxExperts];
     __shared__ float  w[kMaxUsed];
     const int64_t t = blockIdx.x;
@@ -132,14 +128,16 @@ __global__ void moe_route_kernel(RouteArgs a) {
     }
     for (int i = tid; i < n; i += blockDim.x) {
         if (a.probs != nullptr) a.probs[row + i] = p[i];
-        c[i] = a.bias != nullptr ? p[i] + a.bias[i] : p[i];
-        if (a.chosen_by != nullptr) a.chosen_by[row + i] = c[i];
+        const float c = a.bias != nullptr ? p[i] + a.bias[i] : p[i];  // the choice value
+        key[i] = num::falling_order_key(c, uint32_t(i));
+        if (a.chosen_by != nullptr) a.chosen_by[row + i] = c;
     }
     __syncthreads();
     for (int i = tid; i < n; i += blockDim.x) {
-        const float v = c[i];
+        const uint64_t ki = key[i];
         int rank = 0;
-        for (int j = 0; j < n; ++j) rank += ahead(c[j], j, v, i) ? 1 : 0;
+#pragma unroll 8
+        for (int j = 0; j < n; ++j) rank += key[j] > ki ? 1 : 0;
         ord[rank] = i;
         a.order[row + rank] = i;
     }

@@ -250,37 +250,43 @@ __device__ __forceinline__ int group_member(const Q8Group & g, int64_t row) {
     }
     return j;
 }
-// MUL_MAT_ID: the expert of pair (i12, i13), -1 where its id is outside
-// [0, n_as) (the pair's column is then zero). The ids come from the kernels
-// before: read only after pdl_wait (Note [dependent launch]).
-__device__ __forceinline__ int64_t expert_at(const Q8Args & p, int64_t i12, int64_t i13) {
-    const int32_t x = *reinterpret_cast<const int32_t *>(p.ids + i12 * p.ids_nb0 + i13 * p.ids_nb1);
-    return x >= 0 && x < p.n_as ? x : -1;
-}
-// Row m of member p's weights for the matrix (i12, i13) of src1 (broadcast
-// by r2, r3 as ggml's MUL_MAT does; MUL_MAT_ID: of the pair's expert, expert 0
-// for an id out of range).
-__device__ __forceinline__ const uint8_t * weight_row(const Q8Args & p, int64_t m, int64_t i12, int64_t i13) {
+// Matrix z of a launch (z < ne12 * ne13, which q8_weights_ok keeps below
+// 2^31): its indices, weight row m, first activation column, and whether its
+// sums are stored as computed. 32-bit index arithmetic: a 64-bit division is a
+// subroutine of some 70 instructions, and a MUL_MAT_ID pair of a few weight
+// steps per warp ran about 580 instructions in all (ncu, results/h200).
+// MUL_MAT_ID: matrix (i12, i13) is the pair (slot e, token t) with the weights
+// of expert ids[e, t] (expert 0 for an id outside [0, n_as), whose sums are
+// then stored as zeros) and src1 column e % ne11 + t * ne11. The ids come from
+// the kernels before: read only after pdl_wait (Note [dependent launch]).
+// MUL_MAT: src1 broadcast over the weights by r2, r3 as ggml's MUL_MAT does.
+struct MatrixAt {
+    uint32_t        i12, i13;
+    const uint8_t * row;
+    int64_t         col0;
+    bool            live;
+};
+__device__ __forceinline__ MatrixAt matrix_at(const Q8Args & p, int64_t m, uint32_t z) {
+    MatrixAt a;
+    const uint32_t ne12 = uint32_t(p.ne12);
+    a.i12 = z % ne12;
+    a.i13 = z / ne12;
     if (p.ids != nullptr) {
-        const int64_t x = expert_at(p, i12, i13);
-        return reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (x < 0 ? 0 : x) * p.a_nb2);
+        pdl_wait();
+        const int32_t x = *reinterpret_cast<const int32_t *>(p.ids + a.i12 * p.ids_nb0 + a.i13 * p.ids_nb1);
+        a.live = x >= 0 && x < p.n_as;
+        a.row = reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (a.live ? x : 0) * p.a_nb2);
+        a.col0 = int64_t(a.i12 % uint32_t(p.ne11)) + int64_t(a.i13) * p.ne11;
+    } else {
+        a.live = true;
+        a.row = reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + int64_t(a.i12 / uint32_t(p.r2)) * p.a_nb2 +
+                                                  int64_t(a.i13 / uint32_t(p.r3)) * p.a_nb3);
+        a.col0 = (int64_t(a.i12) + int64_t(a.i13) * p.ne12) * p.N;
     }
-    return reinterpret_cast<const uint8_t *>(p.a + m * p.a_nb1 + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3);
+    return a;
 }
-// The first activation column of matrix (i12, i13).
-__device__ __forceinline__ int64_t act_col0(const Q8Args & p, int64_t i12, int64_t i13) {
-    return p.ids != nullptr ? i12 % p.ne11 + i13 * p.ne11 : (i12 + i13 * p.ne12) * p.N;
-}
-// Whether the sums of matrix (i12, i13) are stored as computed (false: a
-// MUL_MAT_ID pair whose id is out of range, stored as zeros).
-__device__ __forceinline__ bool matrix_live(const Q8Args & p, int64_t i12, int64_t i13) {
-    return p.ids == nullptr || expert_at(p, i12, i13) >= 0;
-}
-// Before the weights' first load: MUL_MAT_ID's expert ids are another
-// kernel's output, so their products wait for it first.
-__device__ __forceinline__ void ids_wait(const Q8Args & p) {
-    if (p.ids != nullptr) pdl_wait();
-}
+// The matrices of a launch, as the bound of its 32-bit z loop.
+__device__ __forceinline__ uint32_t matrix_count(const Q8Args & p) { return uint32_t(p.ne12 * p.ne13); }
 // The K formats' mat-vec (mul_mat_vec_k.cu): up to 4 columns.
 void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st);
 // The integer-form formats' mat-vec (mul_mat_vec_run.cu): up to 8 columns.

@@ -25,6 +25,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "diag/check.h"
 #include "diag/config.h"
 #include "diag/log.h"
 #include "kernels/cuda/act_round.cuh"
@@ -41,19 +42,23 @@ constexpr size_t kChunkBytes = size_t(128) << 20;
 constexpr int    kBlock = 256;
 
 // Rows [0, rows) of a block-quantized matrix (row stride a_nb1 bytes) -> F16,
-// K per row, dense. One thread per Part (8 values).
+// K per row, dense. Each block of threads takes one span of one row (grid y:
+// the rows, looped past the grid's limit), so a thread finds its place
+// without dividing 64-bit indices (a subroutine of some 70 instructions,
+// once per 8 or 16 values before). One thread per Part (8 values).
 template <int T>
 __global__ void dequant_f16_kernel(const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows) {
     using P = dq::Part<T>;
-    const int64_t parts_per_row = (K / P::kQKb) * P::kParts;
-    const int64_t n = rows * parts_per_row;
-    for (int64_t u = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; u < n; u += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t r = u / parts_per_row, q = u % parts_per_row;
-        const int64_t ib = q / P::kParts;
+    const uint32_t parts_per_row = uint32_t(K / P::kQKb) * uint32_t(P::kParts);  // dequant_launch: < 2^32
+    const uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= parts_per_row) return;
+    const uint32_t ib = q / uint32_t(P::kParts);
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         float v[8];
         int pa, pb;
-        P::get(reinterpret_cast<const uint8_t *>(a + r * a_nb1) + ib * P::kBytes, int(q % P::kParts), v, pa, pb);
-        __half * o = out + r * K + ib * P::kQKb;
+        P::get(reinterpret_cast<const uint8_t *>(a + r * a_nb1) + int64_t(ib) * P::kBytes, int(q % P::kParts), v, pa,
+               pb);
+        __half * o = out + r * K + int64_t(ib) * P::kQKb;
         __half2 * oa = reinterpret_cast<__half2 *>(o + pa);
         __half2 * ob = reinterpret_cast<__half2 *>(o + pb);
         oa[0] = __floats2half2_rn(v[0], v[1]);
@@ -63,37 +68,78 @@ __global__ void dequant_f16_kernel(const char * a, int64_t a_nb1, __half * out, 
     }
 }
 
-template <int T> void dequant_rows(const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows,
-                                   cudaStream_t st) {
-    const int64_t n = rows * (K / dq::Part<T>::kQKb) * dq::Part<T>::kParts;
-    dequant_f16_kernel<T><<<grid_for(n, kBlock), kBlock, 0, st>>>(a, a_nb1, out, K, rows);
-}
-
 // Integer-form formats: one thread per run of 16 (quants.h's run_to_f32).
+// decode_run reads its block byte by byte, which from global memory was a
+// load instruction per byte per thread, the lanes of a warp in different
+// blocks: the block of threads first copies its span's blocks into shared
+// memory with coalesced words, and the runs are decoded from there (4096 x
+// 14336 IQ4_XS took 188 us decoded and multiplied at 128 columns against
+// Q4_0's 121 on the H100, results/h200/summary-96.txt).
 template <int T>
-__global__ void dequant_run_f16_kernel(const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows) {
+__global__ void __launch_bounds__(kBlock) dequant_run_f16_kernel(const char * a, int64_t a_nb1, __half * out,
+                                                                int64_t K, int64_t rows) {
     using B = typename dq::IntForm<T>::B;
-    constexpr int kRuns = B::kElems / 16;
-    const int64_t runs_per_row = K / 16, n = rows * runs_per_row;
-    for (int64_t u = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; u < n; u += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t r = u / runs_per_row, q = u % runs_per_row;
-        float v[16];
-        quant::run_to_f32(reinterpret_cast<const B *>(a + r * a_nb1)[q / kRuns], int(q % kRuns), v);
-        __half2 * o = reinterpret_cast<__half2 *>(out + r * K + 16 * q);
+    constexpr int kRuns = B::kElems / 16;  // runs per block
+    static_assert(kBlock % kRuns == 0, "a block of threads covers whole quant blocks");
+    constexpr int kSpanBlocks = kBlock / kRuns;
+    constexpr int kSpanBytes = kSpanBlocks * int(sizeof(B));
+    __shared__ __align__(16) uint8_t span[kSpanBytes];
+    const uint32_t blocks_per_row = uint32_t(K / B::kElems);  // dequant_launch: K / 16 < 2^32
+    const uint32_t b0 = blockIdx.x * uint32_t(kSpanBlocks);
+    const int nbytes = int(min(uint32_t(kSpanBlocks), blocks_per_row - b0)) * int(sizeof(B));
+    const int t = int(threadIdx.x);
+    const uint32_t q = b0 * uint32_t(kRuns) + uint32_t(t);  // this thread's run in the row
+    const bool live = t < nbytes / int(sizeof(B)) * kRuns;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const uint8_t * src = reinterpret_cast<const uint8_t *>(a + r * a_nb1) + int64_t(b0) * int64_t(sizeof(B));
+        // The widest words the span's start and length allow (uniform per block).
+        const unsigned align = unsigned(reinterpret_cast<uintptr_t>(src)) | unsigned(nbytes);
+        if (align % 4 == 0) {
+            for (int i = t; i < nbytes / 4; i += kBlock) {
+                reinterpret_cast<uint32_t *>(span)[i] = reinterpret_cast<const uint32_t *>(src)[i];
+            }
+        } else if (align % 2 == 0) {
+            for (int i = t; i < nbytes / 2; i += kBlock) {
+                reinterpret_cast<uint16_t *>(span)[i] = reinterpret_cast<const uint16_t *>(src)[i];
+            }
+        } else {
+            for (int i = t; i < nbytes; i += kBlock) span[i] = src[i];
+        }
+        __syncthreads();
+        if (live) {
+            float v[16];
+            quant::run_to_f32(reinterpret_cast<const B *>(span)[t / kRuns], t % kRuns, v);
+            uint4 h[2];
+            uint32_t * hw = reinterpret_cast<uint32_t *>(h);
 #pragma unroll
-        for (int l = 0; l < 8; ++l) o[l] = __floats2half2_rn(v[2 * l], v[2 * l + 1]);
+            for (int l = 0; l < 8; ++l) {
+                const __half2 x = __floats2half2_rn(v[2 * l], v[2 * l + 1]);
+                hw[l] = *reinterpret_cast<const uint32_t *>(&x);
+            }
+            // 32 bytes at a multiple of 32 (K % 32 == 0, cudaMallocAsync's alignment).
+            uint4 * o = reinterpret_cast<uint4 *>(out + r * K + 16 * int64_t(q));
+            o[0] = h[0];
+            o[1] = h[1];
+        }
+        __syncthreads();  // `span` is refilled for the next row
     }
 }
 
 bool dequant_launch(ggml_type t, const char * a, int64_t a_nb1, __half * out, int64_t K, int64_t rows,
                     cudaStream_t st) {
+    // The kernels index within a row in 32 bits (K / 8 parts, K / 16 runs).
+    SI_ASSERT_MSG(K / 8 < (int64_t(1) << 32), "a weight row too long for the F16 decode");
     return with_block_type(t, [&](auto ty) {
         constexpr int T = decltype(ty)::value;
         if constexpr (dq::kIntForm<T>) {
-            const int64_t n = rows * (K / 16);
-            dequant_run_f16_kernel<T><<<grid_for(n, kBlock), kBlock, 0, st>>>(a, a_nb1, out, K, rows);
+            using B = typename dq::IntForm<T>::B;
+            const int64_t spans = (K / B::kElems + kBlock / (B::kElems / 16) - 1) / (kBlock / (B::kElems / 16));
+            dequant_run_f16_kernel<T><<<dim3(unsigned(spans), grid_yz(rows)), kBlock, 0, st>>>(a, a_nb1, out, K, rows);
         } else {
-            dequant_rows<T>(a, a_nb1, out, K, rows, st);
+            using P = dq::Part<T>;
+            const int64_t parts = K / P::kQKb * P::kParts;
+            dequant_f16_kernel<T><<<dim3(unsigned((parts + kBlock - 1) / kBlock), grid_yz(rows)), kBlock, 0, st>>>(
+                a, a_nb1, out, K, rows);
         }
     });
 }

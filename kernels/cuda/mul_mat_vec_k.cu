@@ -407,11 +407,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
     const int64_t first = int64_t(sub) * kBlocksPerWarp + lane / kLanesPerBlock;
     constexpr int64_t kStride = int64_t(R) * kBlocksPerWarp;
 
-    for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
-        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
-        ids_wait(p);
-        const uint8_t * row = weight_row(p, m, i12, i13);
-        const int64_t col0 = act_col0(p, i12, i13);
+    for (uint32_t z = blockIdx.y; z < matrix_count(p); z += gridDim.y) {
+        const MatrixAt at = matrix_at(p, m, z);
+        const uint8_t * row = at.row;
+        const int64_t col0 = at.col0;
         float acc[RW * NC];
 #pragma unroll
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
@@ -448,7 +447,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
                 for (int r = 0; r < RW; ++r) w[r] = next[r];
             }
         }
-        if (!matrix_live(p, i12, i13)) {
+        if (!at.live) {
 #pragma unroll
             for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         }
@@ -457,7 +456,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
             add.src += m * 4;
             add.dst += m * 4;
         }
-        store_row_sums<NC, R, kWarps, RW>(acc, part_sums, live, ncols, p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4,
+        store_row_sums<NC, R, kWarps, RW>(acc, part_sums, live, ncols, p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4,
                                           p.d_nb1, add);
     }
 }

@@ -328,13 +328,11 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
     const int ncols = int(p.N), sub = warp % R;
     const uint32_t row_bytes = uint32_t(p.a_nb1);
 
-    for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
-        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
-        ids_wait(p);
-        const uint8_t * row = weight_row(p, m, i12, i13);
-        const int64_t col0 = act_col0(p, i12, i13);
-        const int8_t * qa = p.q + col0 * p.K;
-        const float2 * da = p.ds + col0 * nb;
+    for (uint32_t z = blockIdx.y; z < matrix_count(p); z += gridDim.y) {
+        const MatrixAt at = matrix_at(p, m, z);
+        const uint8_t * row = at.row;
+        const int8_t * qa = p.q + at.col0 * p.K;
+        const float2 * da = p.ds + at.col0 * nb;
         float acc[RW * NC];
 #pragma unroll
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
@@ -404,7 +402,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
                 for (int k = 0; k < F::kW; ++k) cur[r][k] = nxt[r][k];
             }
         }
-        if (!matrix_live(p, i12, i13)) {
+        if (!at.live) {
 #pragma unroll
             for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         }
@@ -414,7 +412,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
             add.dst += m * 4;
         }
         store_row_sums<NC, R, kWarps, RW>(acc, part_sums, live, ncols,
-                                          p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4, p.d_nb1, add);
+                                          p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, p.d_nb1, add);
     }
 }
 
@@ -587,12 +585,14 @@ bool q8_weights_ok(const ggml_tensor * a) {
            a->nb[2] % align == 0 && a->nb[3] % align == 0 && a->ne[1] <= int64_t(INT32_MAX);
 }
 
+// The kernels count matrices (pairs) in 32 bits (matrix_at); MUL_MAT_ID's
+// pairs are at most one per expert and token.
 bool q8_applies(const ggml_tensor * a, const ggml_tensor * b) {
-    return b->ne[1] <= plan::vec_int_max_n(a->type) && q8_weights_ok(a);
+    return b->ne[1] <= plan::vec_int_max_n(a->type) && q8_weights_ok(a) && b->ne[2] * b->ne[3] <= int64_t(INT32_MAX);
 }
 
 bool q8_id_applies(const ggml_tensor * as, const ggml_tensor * b) {
-    return q8_weights_ok(as) && b->type == GGML_TYPE_F32 && b->ne[3] == 1;
+    return q8_weights_ok(as) && b->type == GGML_TYPE_F32 && b->ne[3] == 1 && as->ne[2] * b->ne[2] <= int64_t(INT32_MAX);
 }
 
 Status mul_mat_id_q8(rt::cuda::CudaStream & stream, ggml_tensor * node) {
@@ -600,7 +600,7 @@ Status mul_mat_id_q8(rt::cuda::CudaStream & stream, ggml_tensor * node) {
     const ggml_tensor * b = node->src[1];
     const ggml_tensor * ids = node->src[2];
     cudaStream_t st = stream.begin_launch();
-    // b's rows (e, t) in order: the column of pair (e, t) is e % ne11 + t * ne11 (act_col0).
+    // b's rows (e, t) in order: the column of pair (e, t) is e % ne11 + t * ne11 (matrix_at).
     QuantizedY y = quantize_y(stream, b, st);
     if (!y.ok) return Status::out_of_memory;
     Q8Group g{};

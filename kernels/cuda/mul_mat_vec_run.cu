@@ -54,10 +54,10 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_run_kernel(const __grid_const
     const int ncols = int(p.N);
     pdl_wait();  // Note [dependent launch]: the activations come from the kernel before
     pdl_trigger();
-    for (int64_t z = blockIdx.y; z < p.ne12 * p.ne13; z += gridDim.y) {
-        const int64_t i12 = z % p.ne12, i13 = z / p.ne12;
-        const uint8_t * row = weight_row(p, m, i12, i13);
-        const int64_t col0 = act_col0(p, i12, i13);
+    for (uint32_t z = blockIdx.y; z < matrix_count(p); z += gridDim.y) {
+        const MatrixAt at = matrix_at(p, m, z);
+        const uint8_t * row = at.row;
+        const int64_t col0 = at.col0;
         float acc[NC];
 #pragma unroll
         for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_run_kernel(const __grid_const
                 }
             }
         }
-        if (!matrix_live(p, i12, i13)) {
+        if (!at.live) {
 #pragma unroll
             for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
         }
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kWarps * 32) mmv_run_kernel(const __grid_const
             add.src += m * 4;
             add.dst += m * 4;
         }
-        store_row_sums<NC, R, kWarps>(acc, part_sums, live, ncols, p.d + i12 * p.d_nb2 + i13 * p.d_nb3 + m * 4,
+        store_row_sums<NC, R, kWarps>(acc, part_sums, live, ncols, p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4,
                                       p.d_nb1, add);
     }
 }

@@ -2,9 +2,13 @@
 // ggml-base exports: every half value, and a large sample of floats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <numeric>
 #include <random>
+#include <vector>
 
 #include "ggml.h"
 #include "kernels/common/numerics.h"
@@ -71,4 +75,31 @@ TEST(Numerics, BfloatMatchesGgml) {
             ASSERT_EQ(bits(bf16_to_f32(ours)), bits(ggml_bf16_to_fp32(ref)));
         }
     }
+}
+
+// The falling order of ARGSORT's descending sort (route.cu) and the MoE
+// router: larger first, equal values (-0 and +0 among them) by rising index,
+// NaN last. Sorting by falling_order_key must give exactly that order.
+TEST(Numerics, FallingOrderKeyIsTheDescendingArgsortOrder) {
+    const float inf = std::numeric_limits<float>::infinity();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> v = {1.0f, -0.0f, 0.0f, nan, -inf, inf, 1.0f, from_bits(1u), from_bits(0x80000001u),
+                            -1.0f, nan, 0.0f, -0.0f, 3.5f, -3.5f, std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), -inf, inf};
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<uint32_t> any;
+    std::uniform_int_distribution<int> pick(0, 15);
+    for (int i = 0; i < 2000; ++i) v.push_back(pick(rng) == 0 ? v[size_t(pick(rng))] : from_bits(any(rng)));
+    const auto ahead = [&](uint32_t j, uint32_t i) {  // j before i, as the float comparison says
+        const bool nj = std::isnan(v[j]), ni = std::isnan(v[i]);
+        if (nj || ni) return nj == ni ? j < i : ni;
+        return v[j] != v[i] ? v[j] > v[i] : j < i;
+    };
+    std::vector<uint32_t> want(v.size()), got(v.size());
+    std::iota(want.begin(), want.end(), 0u);
+    std::iota(got.begin(), got.end(), 0u);
+    std::sort(want.begin(), want.end(), ahead);
+    std::sort(got.begin(), got.end(),
+              [&](uint32_t j, uint32_t i) { return falling_order_key(v[j], j) > falling_order_key(v[i], i); });
+    EXPECT_EQ(got, want);
 }
