@@ -72,9 +72,10 @@ __global__ void dequant_f16_kernel(const char * a, int64_t a_nb1, __half * out, 
 // decode_run reads its block byte by byte, which from global memory was a
 // load instruction per byte per thread, the lanes of a warp in different
 // blocks: the block of threads first copies its span's blocks into shared
-// memory with coalesced words, and the runs are decoded from there (4096 x
-// 14336 IQ4_XS took 188 us decoded and multiplied at 128 columns against
-// Q4_0's 121 on the H100, results/h200/summary-96.txt).
+// memory with coalesced words, and the runs are decoded from there. 4096 x
+// 14336 IQ4_XS decoded and multiplied at 128 / 512 columns: 187.7 / 227.2 us
+// before, 144.0 / 186.0 after (Q4_0, decoded by Parts: 120.4 / 186.1; H100,
+// results/h200/summary-96.txt).
 template <int T>
 __global__ void __launch_bounds__(kBlock) dequant_run_f16_kernel(const char * a, int64_t a_nb1, __half * out,
                                                                 int64_t K, int64_t rows) {
