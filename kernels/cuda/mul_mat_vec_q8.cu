@@ -306,14 +306,24 @@ template <int T> __device__ __forceinline__ void accumulate(float & a, int s, fl
 // registers do not hold without spilling (8 blocks per SM at two rows: 8B
 // Q8_0 tg128 209 t/s against 262-265 on the H100, results/h200/summary-85.txt).
 template <int NC, int RW> constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : 6) : NC == 2 ? (RW == 1 ? 6 : 5) : 4;
+// MUL_MAT_ID's launches (one column, two rows per warp, a warp per row
+// group): 7 blocks per SM (72 registers), which every format's words fit
+// without spilling but Q8_0's nine. An expert's rows are short (qwen3-30b-a3b:
+// 2048, two 32-block steps per warp), so its warps are short-lived and more
+// resident ones mean fewer waves. Measured on an H100, qwen3's experts in
+// Q4_0 at 1 / 4 / 8 tokens: 5.34 / 12.79 / 23.68 us against 6.11 / 13.03 /
+// 25.48 with 6, and 5.86 / 12.91 / 22.95 with 8 (spilling a few bytes;
+// results/h200/summary-96.txt, call 7). Dense products keep 6 (not measured
+// with 7).
+template <int T> constexpr int kIdMinBlocks = T == GGML_TYPE_Q8_0 ? kMinBlocks<1, 2> : 7;
 
 // RW consecutive weight rows per warp (every member's M is a multiple of RW,
 // so the rows of a warp belong to one member); R warps per row group (1, 2
 // or kWarps), kWarps / R row groups per block. Step s of a row group is its
 // blocks 32 s .. 32 s + 31 (Note [lane per block]); the warps of a group take
 // every R-th step.
-template <int T, int NC, int R, int RW>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
+template <int T, int NC, int R, int RW, int MB = kMinBlocks<NC, RW>>
+__global__ void __launch_bounds__(kWarps * 32, MB) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
     __shared__ float part_sums[kWarps][RW * NC];
 
@@ -416,10 +426,11 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<NC, RW>) mmv_q8_kernel
     }
 }
 
-template <int T, int NC, int R, int RW> void launch_q8_k(const Q8Group & g, cudaStream_t st) {
+template <int T, int NC, int R, int RW, int MB = kMinBlocks<NC, RW>>
+void launch_q8_k(const Q8Group & g, cudaStream_t st) {
     constexpr int kGroups = kWarps / R;  // row groups per block
     const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
-    launch(mmv_q8_kernel<T, NC, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
+    launch(mmv_q8_kernel<T, NC, R, RW, MB>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
 // Warps per row group: the fewest (1, 2, kWarps) that give the launch
@@ -445,6 +456,9 @@ template <int T, int NC, int RW> void launch_q8_rw(const Q8Group & g, cudaStream
         case diag::Config::MmvSplit::auto_: break;
     }
     if (groups >= kFillWarps || n_steps < 2) {
+        if constexpr (NC == 1 && RW == 2) {
+            if (p.ids != nullptr) return launch_q8_k<T, NC, 1, RW, kIdMinBlocks<T>>(g, st);
+        }
         launch_q8_k<T, NC, 1, RW>(g, st);
     } else if (groups * 2 >= kFillWarps || n_steps < kWarps) {
         launch_q8_k<T, NC, 2, RW>(g, st);
