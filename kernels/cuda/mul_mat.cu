@@ -203,7 +203,7 @@ plan::Problem problem_for_id(const ggml_tensor * as, const ggml_tensor * b, cons
     const int64_t pairs = ids->ne[0] * ids->ne[1];
     p.N = (pairs + as->ne[2] - 1) / as->ne[2];
     p.matrices = as->ne[2];
-    p.vec_int_ok = q8_id_applies(as, b);
+    p.vec_int_ok = q8_id_applies(as, b, ids);
     return p;
 }
 

@@ -250,8 +250,8 @@ __device__ __forceinline__ int group_member(const Q8Group & g, int64_t row) {
     }
     return j;
 }
-// Matrix z of a launch (z < ne12 * ne13, which q8_weights_ok keeps below
-// 2^31): its indices, weight row m, first activation column, and whether its
+// Matrix z of a launch (z < ne12 * ne13, which q8_applies and q8_id_applies
+// keep below 2^31): its indices, weight row m, first activation column, and whether its
 // sums are stored as computed. 32-bit index arithmetic: a 64-bit division is a
 // subroutine of some 70 instructions, and a MUL_MAT_ID pair of a few weight
 // steps per warp ran about 580 instructions in all (Nsight Compute on an
@@ -316,7 +316,7 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
 // MUL_MAT_ID through the integer mat-vecs, one (slot, token) pair per matrix:
 // whether they take its experts (q8_id_applies: the weight checks of
 // q8_applies), and the product (out_of_memory: no scratch memory, logged).
-bool q8_id_applies(const ggml_tensor * as, const ggml_tensor * b);
+bool q8_id_applies(const ggml_tensor * as, const ggml_tensor * b, const ggml_tensor * ids);
 Status mul_mat_id_q8(rt::cuda::CudaStream & stream, ggml_tensor * node);
 
 // MUL_MAT_ID mat-vec: pairs (e, t) of ids (n_used x n_tok); expert x = ids[e, t]

@@ -599,14 +599,14 @@ bool q8_weights_ok(const ggml_tensor * a) {
            a->nb[2] % align == 0 && a->nb[3] % align == 0 && a->ne[1] <= int64_t(INT32_MAX);
 }
 
-// The kernels count matrices (pairs) in 32 bits (matrix_at); MUL_MAT_ID's
-// pairs are at most one per expert and token.
+// The kernels count matrices (MUL_MAT_ID: pairs) in 32 bits (matrix_at).
 bool q8_applies(const ggml_tensor * a, const ggml_tensor * b) {
     return b->ne[1] <= plan::vec_int_max_n(a->type) && q8_weights_ok(a) && b->ne[2] * b->ne[3] <= int64_t(INT32_MAX);
 }
 
-bool q8_id_applies(const ggml_tensor * as, const ggml_tensor * b) {
-    return q8_weights_ok(as) && b->type == GGML_TYPE_F32 && b->ne[3] == 1 && as->ne[2] * b->ne[2] <= int64_t(INT32_MAX);
+bool q8_id_applies(const ggml_tensor * as, const ggml_tensor * b, const ggml_tensor * ids) {
+    return q8_weights_ok(as) && b->type == GGML_TYPE_F32 && b->ne[3] == 1 &&
+           ids->ne[0] * ids->ne[1] <= int64_t(INT32_MAX);
 }
 
 Status mul_mat_id_q8(rt::cuda::CudaStream & stream, ggml_tensor * node) {
