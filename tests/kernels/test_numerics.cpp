@@ -77,9 +77,9 @@ TEST(Numerics, BfloatMatchesGgml) {
     }
 }
 
-// The falling order of ARGSORT's descending sort (route.cu) and the MoE
-// router: larger first, equal values (-0 and +0 among them) by rising index,
-// NaN last. Sorting by falling_order_key must give exactly that order.
+// The fused MoE router's falling order (route.cu's descending ARGSORT where
+// no value is NaN): larger first, equal values (-0 and +0 among them) by
+// rising index, NaN last. Sorting by falling_order_key must give exactly it.
 TEST(Numerics, FallingOrderKeyIsTheDescendingArgsortOrder) {
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
