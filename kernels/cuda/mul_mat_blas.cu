@@ -76,18 +76,19 @@ __global__ void dequant_f16_kernel(const char * a, int64_t a_nb1, __half * out, 
 // 14336 IQ4_XS decoded and multiplied at 128 / 512 columns: 187.7 / 227.2 us
 // before, 144.0 / 186.0 after (Q4_0, decoded by Parts: 120.4 / 186.1; H100,
 // results/h200/summary-96.txt).
+template <class B> constexpr int kSpanBlocks = kBlock / (B::kElems / 16);  // quant blocks per block of threads
 template <int T>
 __global__ void __launch_bounds__(kBlock) dequant_run_f16_kernel(const char * a, int64_t a_nb1, __half * out,
                                                                 int64_t K, int64_t rows) {
     using B = typename dq::IntForm<T>::B;
     constexpr int kRuns = B::kElems / 16;  // runs per block
     static_assert(kBlock % kRuns == 0, "a block of threads covers whole quant blocks");
-    constexpr int kSpanBlocks = kBlock / kRuns;
-    constexpr int kSpanBytes = kSpanBlocks * int(sizeof(B));
+    constexpr int kSpan = kSpanBlocks<B>;
+    constexpr int kSpanBytes = kSpan * int(sizeof(B));
     __shared__ __align__(16) uint8_t span[kSpanBytes];
     const uint32_t blocks_per_row = uint32_t(K / B::kElems);  // dequant_launch: K / 16 < 2^32
-    const uint32_t b0 = blockIdx.x * uint32_t(kSpanBlocks);
-    const int nbytes = int(min(uint32_t(kSpanBlocks), blocks_per_row - b0)) * int(sizeof(B));
+    const uint32_t b0 = blockIdx.x * uint32_t(kSpan);
+    const int nbytes = int(min(uint32_t(kSpan), blocks_per_row - b0)) * int(sizeof(B));
     const int t = int(threadIdx.x);
     const uint32_t q = b0 * uint32_t(kRuns) + uint32_t(t);  // this thread's run in the row
     const bool live = t < nbytes / int(sizeof(B)) * kRuns;
@@ -134,7 +135,7 @@ bool dequant_launch(ggml_type t, const char * a, int64_t a_nb1, __half * out, in
         constexpr int T = decltype(ty)::value;
         if constexpr (dq::kIntForm<T>) {
             using B = typename dq::IntForm<T>::B;
-            const int64_t spans = (K / B::kElems + kBlock / (B::kElems / 16) - 1) / (kBlock / (B::kElems / 16));
+            const int64_t spans = (K / B::kElems + kSpanBlocks<B> - 1) / kSpanBlocks<B>;
             dequant_run_f16_kernel<T><<<dim3(unsigned(spans), grid_yz(rows)), kBlock, 0, st>>>(a, a_nb1, out, K, rows);
         } else {
             using P = dq::Part<T>;

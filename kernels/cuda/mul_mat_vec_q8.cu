@@ -307,14 +307,10 @@ template <int T> __device__ __forceinline__ void accumulate(float & a, int s, fl
 // Q8_0 tg128 209 t/s against 262-265 on the H100, results/h200/summary-85.txt).
 template <int NC, int RW> constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : 6) : NC == 2 ? (RW == 1 ? 6 : 5) : 4;
 // MUL_MAT_ID's launches (one column, two rows per warp, a warp per row
-// group): 7 blocks per SM (72 registers), which every format's words fit
-// without spilling but Q8_0's nine. An expert's rows are short (qwen3-30b-a3b:
-// 2048, two 32-block steps per warp), so its warps are short-lived and more
-// resident ones mean fewer waves. Measured on an H100, qwen3's experts in
-// Q4_0 at 1 / 4 / 8 tokens: 5.34 / 12.79 / 23.68 us against 6.11 / 13.03 /
-// 25.48 with 6, and 5.86 / 12.91 / 22.95 with 8 (spilling a few bytes;
-// results/h200/summary-96.txt, call 7). Dense products keep 6 (not measured
-// with 7).
+// group): 7 (72 registers; Q8_0's nine words would spill). Expert rows are
+// short (two 32-block steps at K = 2048), so more resident warps mean fewer
+// waves: qwen3's experts in Q4_0 at 8 tokens 23.68 us against 25.48 with 6
+// (H100, results/h200/summary-96.txt, call 7). Dense products keep 6.
 template <int T> constexpr int kIdMinBlocks = T == GGML_TYPE_Q8_0 ? kMinBlocks<1, 2> : 7;
 
 // RW consecutive weight rows per warp (every member's M is a multiple of RW,
