@@ -257,4 +257,49 @@ template <int T> __device__ __forceinline__ void accumulate(float & a, int s, fl
     }
 }
 
+// A lane's products of one step: block b of RW rows (their words w[r], each
+// starting a8[r] bits into its first word) with NC activation columns, added
+// to acc[r * NC + c]. Few columns: each column's activation words held, each
+// row decoded once against all of them; more columns: each row's codes held,
+// each column's words loaded once (registers).
+template <int T, int NC, int RW>
+__device__ __forceinline__ void step_dot(const uint32_t (&w)[RW][Q8Fmt<T>::kW], const uint32_t (&a8)[RW], int b,
+                                         const int8_t * qa, const float2 * da, int nb, int ncols,
+                                         float (&acc)[RW * NC]) {
+    using F = Q8Fmt<T>;
+    if constexpr (NC <= 2) {
+        int x[NC][8];
+        float2 ds[NC];
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            if (c < ncols) load_act(qa, da, c * nb + b, x[c], ds[c]);
+        }
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            uint32_t codes[8];
+            float d, mn;
+            F::get(w[r], b, a8[r], codes, d, mn);
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                if (c < ncols) accumulate<T>(acc[r * NC + c], block_dot<T>(codes, x[c]), d, mn, ds[c]);
+            }
+        }
+    } else {
+        uint32_t codes[RW][8];
+        float d[RW], mn[RW];
+#pragma unroll
+        for (int r = 0; r < RW; ++r) F::get(w[r], b, a8[r], codes[r], d[r], mn[r]);
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            if (c < ncols) {
+                int x[8];
+                float2 ds;
+                load_act(qa, da, c * nb + b, x, ds);
+#pragma unroll
+                for (int r = 0; r < RW; ++r) accumulate<T>(acc[r * NC + c], block_dot<T>(codes[r], x), d[r], mn[r], ds);
+            }
+        }
+    }
+}
+
 } // namespace standin::kernels::cuda::mm

@@ -29,17 +29,18 @@ namespace standin::kernels::cuda::mm {
 namespace {
 
 constexpr int kWarps = 4;
+constexpr int64_t kBulkMaxN = 4;  // columns: 1, 2 or 4 per launch
 
 template <int T, int RW, int D>
 constexpr uint32_t kRingBytes = uint32_t(kWarps) * D * RW * Q8Fmt<T>::kStepBytes;
 
-template <int T, int RW, int D, int MB>
+template <int T, int NC, int RW, int D, int MB>
 __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
     constexpr uint32_t kStep = F::kStepBytes;
     extern __shared__ __align__(128) uint8_t ring_all[];
     __shared__ uint64_t full[kWarps][D];
-    __shared__ float part_sums[kWarps][RW];
+    __shared__ float part_sums[kWarps][RW * NC];
 
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
     const int64_t grow = (int64_t(blockIdx.x) * kWarps + warp) * RW;  // first row of this warp
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_
     const int j = group_member(g, grow);
     const Q8Args & p = g.m[j];
     const int64_t m = grow - g.row0[j];
-    const int nb = int(p.K / 32), n_steps = (nb + 31) / 32;
+    const int nb = int(p.K / 32), n_steps = (nb + 31) / 32, ncols = int(p.N);
     const uint32_t row_bytes = uint32_t(p.a_nb1);
     // The bytes of a row's data (the last step's run ends there; a multiple of 16).
     const uint32_t data_bytes = uint32_t(nb) * (kStep / 32u);
@@ -79,9 +80,9 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_
 
     const int8_t * qa = p.q + at.col0 * p.K;
     const float2 * da = p.ds + at.col0 * nb;
-    float acc[RW];
+    float acc[RW * NC];
 #pragma unroll
-    for (int r = 0; r < RW; ++r) acc[r] = 0.0f;
+    for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
     if (live) {
 #pragma unroll 1
         for (int s = 0; s < n_steps; ++s) {
@@ -102,18 +103,7 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_
                 bulk::reuse_fence();
                 ask(s + D);
             }
-            if (has) {
-                int x[8];
-                float2 ds;
-                load_act(qa, da, b, x, ds);
-#pragma unroll
-                for (int r = 0; r < RW; ++r) {
-                    uint32_t codes[8];
-                    float d, mn;
-                    F::get(w[r], b, a8[r], codes, d, mn);
-                    accumulate<T>(acc[r], block_dot<T>(codes, x), d, mn, ds);
-                }
-            }
+            if (has) step_dot<T, NC, RW>(w, a8, b, qa, da, nb, ncols, acc);
         }
     }
     RowAdd add = p.add;
@@ -121,13 +111,13 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_
         add.src += m * 4;
         add.dst += m * 4;
     }
-    store_row_sums<1, 1, kWarps, RW>(acc, part_sums, live, 1, p.d + m * 4, p.d_nb1, add);
+    store_row_sums<NC, 1, kWarps, RW>(acc, part_sums, live, ncols, p.d + m * 4, p.d_nb1, add);
 }
 
-template <int T, int RW, int D> void launch_bulk_k(const Q8Group & g, cudaStream_t st) {
-    // Registers: no weight words held across steps, so 8 blocks per SM fit.
-    constexpr int kMB = 8;
-    auto kernel = mmv_bulk_kernel<T, RW, D, kMB>;
+template <int T, int NC, int RW, int D> void launch_bulk_k(const Q8Group & g, cudaStream_t st) {
+    // Registers: no weight words held across steps, so more blocks per SM fit.
+    constexpr int kMB = NC == 1 ? 8 : NC == 2 ? 6 : 5;
+    auto kernel = mmv_bulk_kernel<T, NC, RW, D, kMB>;
     constexpr uint32_t smem = kRingBytes<T, RW, D>;
     if constexpr (smem > 48u * 1024u) {
         static const bool sized = [&] {
@@ -150,17 +140,22 @@ int lab_bulk() {
     return v;
 }
 
-template <int T> bool launch_bulk_t(const Q8Group & g, cudaStream_t st) {
+template <int T, int NC> bool launch_bulk_nc(const Q8Group & g, cudaStream_t st) {
     for (int i = 0; i < g.n; ++i) {
         if ((g.m[i].K / 32) * int64_t(Q8Fmt<T>::kStepBytes / 32u) % 16 != 0) return false;  // a row's data
     }
     switch (lab_bulk()) {
-        case 14: launch_bulk_k<T, 1, 4>(g, st); return true;
-        case 24: launch_bulk_k<T, 2, 4>(g, st); return true;
-        case 18: launch_bulk_k<T, 1, 8>(g, st); return true;
-        case 28: launch_bulk_k<T, 2, 8>(g, st); return true;
+        case 14: launch_bulk_k<T, NC, 1, 4>(g, st); return true;
+        case 24: launch_bulk_k<T, NC, 2, 4>(g, st); return true;
+        case 18: launch_bulk_k<T, NC, 1, 8>(g, st); return true;
+        case 28: launch_bulk_k<T, NC, 2, 8>(g, st); return true;
         default: return false;
     }
+}
+
+template <int T> bool launch_bulk_t(const Q8Group & g, cudaStream_t st) {
+    const int64_t n = g.m[0].N;
+    return n <= 1 ? launch_bulk_nc<T, 1>(g, st) : n <= 2 ? launch_bulk_nc<T, 2>(g, st) : launch_bulk_nc<T, 4>(g, st);
 }
 
 } // namespace
@@ -173,7 +168,7 @@ bool q8_bulk_applies(ggml_type t, const Q8Group & g) {
     }
     for (int i = 0; i < g.n; ++i) {
         const Q8Args & p = g.m[i];
-        if (p.N != 1 || p.ids != nullptr || p.ne12 * p.ne13 != 1 || p.M % 2 != 0 ||
+        if (p.N > kBulkMaxN || p.ids != nullptr || p.ne12 * p.ne13 != 1 || p.M % 2 != 0 ||
             reinterpret_cast<uintptr_t>(p.a) % 16 != 0 || p.a_nb1 % 16 != 0) {
             return false;
         }

@@ -129,46 +129,10 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_q8_kernel(const __grid_co
             fetch(s + R, nxt);  // in flight while this step is decoded
             const int b = s * 32 + lane;
             if (b < nb) {
-                // Few columns: each column's activation words held, each row
-                // decoded once against all of them; more columns: each row's
-                // codes held, each column's words loaded once (registers).
-                if constexpr (NC <= 2) {
-                    int x[NC][8];
-                    float2 ds[NC];
+                uint32_t a8[RW];
 #pragma unroll
-                    for (int c = 0; c < NC; ++c) {
-                        if (c < ncols) load_act(qa, da, c * nb + b, x[c], ds[c]);
-                    }
-#pragma unroll
-                    for (int r = 0; r < RW; ++r) {
-                        uint32_t codes[8];
-                        float d, mn;
-                        F::get(cur[r], b, F::a8(row + uint32_t(r) * row_bytes, b), codes, d, mn);
-#pragma unroll
-                        for (int c = 0; c < NC; ++c) {
-                            if (c < ncols) accumulate<T>(acc[r * NC + c], block_dot<T>(codes, x[c]), d, mn, ds[c]);
-                        }
-                    }
-                } else {
-                    uint32_t codes[RW][8];
-                    float d[RW], mn[RW];
-#pragma unroll
-                    for (int r = 0; r < RW; ++r) {
-                        F::get(cur[r], b, F::a8(row + uint32_t(r) * row_bytes, b), codes[r], d[r], mn[r]);
-                    }
-#pragma unroll
-                    for (int c = 0; c < NC; ++c) {
-                        if (c < ncols) {
-                            int x[8];
-                            float2 ds;
-                            load_act(qa, da, c * nb + b, x, ds);
-#pragma unroll
-                            for (int r = 0; r < RW; ++r) {
-                                accumulate<T>(acc[r * NC + c], block_dot<T>(codes[r], x), d[r], mn[r], ds);
-                            }
-                        }
-                    }
-                }
+                for (int r = 0; r < RW; ++r) a8[r] = F::a8(row + uint32_t(r) * row_bytes, b);
+                step_dot<T, NC, RW>(cur, a8, b, qa, da, nb, ncols, acc);
             }
 #pragma unroll
             for (int r = 0; r < RW; ++r) {
@@ -223,8 +187,8 @@ template <int T, int NC, int RW> void launch_q8_rw(const Q8Group & g, cudaStream
         if constexpr (NC == 1 && RW == 2) {
             if (p.ids != nullptr) return launch_q8_k<T, NC, 1, RW, kIdMinBlocks<T>>(g, st);
         }
-        if constexpr (NC == 1) {
-            if (launch_q8_bulk(ggml_type(T), g, st)) return;
+        if constexpr (NC <= 4) {
+            if (p.ids == nullptr && launch_q8_bulk(ggml_type(T), g, st)) return;
         }
         launch_q8_k<T, NC, 1, RW>(g, st);
     } else if (groups * 2 >= kFillWarps || n_steps < kWarps) {
