@@ -178,7 +178,9 @@ template <int T, int NC, int RW> void launch_q8_rw(const Q8Group & g, cudaStream
     const int64_t groups = g.rows / RW * p.ne12 * p.ne13;
     const int64_t n_steps = (p.K / 32 + 31) / 32;
     switch (diag::config().mmv_split) {
-        case diag::Config::MmvSplit::one: return launch_q8_k<T, NC, 1, RW>(g, st);
+        case diag::Config::MmvSplit::one:
+            if (NC <= 4 && p.ids == nullptr && launch_q8_bulk(ggml_type(T), g, st)) return;
+            return launch_q8_k<T, NC, 1, RW>(g, st);
         case diag::Config::MmvSplit::two: return launch_q8_k<T, NC, 2, RW>(g, st);
         case diag::Config::MmvSplit::four: return launch_q8_k<T, NC, kWarps, RW>(g, st);
         case diag::Config::MmvSplit::auto_: break;
