@@ -120,4 +120,21 @@ SI_HD uint64_t falling_order_key(float v, uint32_t i) {
     return (uint64_t(u) << 32) | uint64_t(~i);
 }
 
+// Entry i of value v in ARGSORT's order (ascending or descending by value,
+// -0 equal to +0, equal values by rising index, NaN after every number in
+// both) as one integer whose rising order is that order; its low word is i.
+// A comparison of floats alone is no order once a NaN is in the row (NaN
+// neither before nor after anything), and std::sort with such a comparison
+// may read outside its range.
+SI_HD uint64_t sort_order_key(float v, uint32_t i, bool desc) {
+    if (desc) return ~falling_order_key(v, i);
+    uint32_t u = f32_bits(v + 0.0f);
+    if (v != v) {
+        u = 0xffffffffu;  // NaN: above the key of +inf (0xff800000)
+    } else {
+        u = (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
+    }
+    return (uint64_t(u) << 32) | uint64_t(i);
+}
+
 } // namespace standin::num

@@ -1,6 +1,7 @@
 // MoE routing on the CUDA device, as kernels/host/route.cpp:
 //   ARGSORT: the row's indices in rising or falling value order, ties in index
-//            order (a total order, so the result is the host's, bit for bit)
+//            order, NaN last (num::sort_order_key: a total order, so the
+//            result is the host's, bit for bit)
 //   TOP_K:   the indices of the k largest values, falling, lower index first
 //            on ties (the first k of the falling argsort)
 //   ADD_ID:  dst[:, i1, i2] = a[:, i1, i2] + b[:, ids[i1, i2]]
@@ -19,47 +20,38 @@ namespace standin::kernels::cuda {
 namespace {
 
 constexpr int     kBlock = 256;
-constexpr int64_t kSmemSort = 4096;  // 32 KiB of (value, index) pairs
-constexpr int32_t kPad = -1;         // index of a padding entry
+constexpr int64_t kSmemSort = 4096;  // 32 KiB of keys
+// An entry's num::sort_order_key (its index in the low word); padding is
+// above every entry's key (an index is below 2^31), so it sorts last.
+using Key = uint64_t;
+constexpr Key kPad = ~Key(0);
 
-struct Key {
-    float   v;
-    int32_t i;
-};
-
-// Whether a sorts before b: by value (falling when desc), then by index;
-// padding after everything.
-__device__ __forceinline__ bool before(const Key & a, const Key & b, bool desc) {
-    if (a.i == kPad) return false;
-    if (b.i == kPad) return true;
-    if (a.v != b.v) return desc ? a.v > b.v : a.v < b.v;
-    return a.i < b.i;
-}
-
-// One compare-exchange of the bitonic network: stage (k, j), pair p.
-__device__ __forceinline__ void exchange(Key * keys, int64_t p, int64_t k, int64_t j, bool desc) {
-    const int64_t i = 2 * j * (p / j) + (p % j);
+// One compare-exchange of the bitonic network: stage (k, j), pair p (j and
+// k powers of two).
+__device__ __forceinline__ void exchange(Key * keys, int64_t p, int64_t k, int64_t j) {
+    const int64_t i = 2 * (p & ~(j - 1)) + (p & (j - 1));
     const int64_t l = i + j;
     const bool up = (i & k) == 0;
-    if (up ? before(keys[l], keys[i], desc) : before(keys[i], keys[l], desc)) {
+    if (up ? keys[l] < keys[i] : keys[i] < keys[l]) {
         const Key t = keys[i];
         keys[i] = keys[l];
         keys[l] = t;
     }
 }
 
-__device__ __forceinline__ Key load_key(const Shape & a, const char * ad, int64_t r, int64_t i) {
+__device__ __forceinline__ Key load_key(const Shape & a, const char * ad, int64_t r, int64_t i, bool desc) {
     int64_t i1, i2, i3;
     split_row(a, r, i1, i2, i3);
-    if (i >= a.ne[0]) return Key{0.0f, kPad};
-    return Key{*reinterpret_cast<const float *>(row_at(ad, a, i1, i2, i3) + i * a.nb[0]), int32_t(i)};
+    if (i >= a.ne[0]) return kPad;
+    return num::sort_order_key(*reinterpret_cast<const float *>(row_at(ad, a, i1, i2, i3) + i * a.nb[0]), uint32_t(i),
+                               desc);
 }
 
 __device__ __forceinline__ void store_first(const Shape & d, char * dd, int64_t r, const Key * keys, int64_t n) {
     int64_t i1, i2, i3;
     split_row(d, r, i1, i2, i3);
     char * out = row_at(dd, d, i1, i2, i3);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) *reinterpret_cast<int32_t *>(out + i * d.nb[0]) = keys[i].i;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) *reinterpret_cast<int32_t *>(out + i * d.nb[0]) = int32_t(uint32_t(keys[i]));
 }
 
 // Whole network in shared memory; one block per row.
@@ -67,11 +59,11 @@ __global__ void sort_smem_kernel(Shape d, Shape a, char * dd, const char * ad, i
     extern __shared__ Key keys[];
     const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        for (int64_t i = threadIdx.x; i < npad; i += blockDim.x) keys[i] = load_key(a, ad, r, i);
+        for (int64_t i = threadIdx.x; i < npad; i += blockDim.x) keys[i] = load_key(a, ad, r, i, desc);
         __syncthreads();
         for (int64_t k = 2; k <= npad; k <<= 1) {
             for (int64_t j = k >> 1; j > 0; j >>= 1) {
-                for (int64_t p = threadIdx.x; p < npad / 2; p += blockDim.x) exchange(keys, p, k, j, desc);
+                for (int64_t p = threadIdx.x; p < npad / 2; p += blockDim.x) exchange(keys, p, k, j);
                 __syncthreads();
             }
         }
@@ -80,16 +72,16 @@ __global__ void sort_smem_kernel(Shape d, Shape a, char * dd, const char * ad, i
     }
 }
 
-__global__ void fill_keys_kernel(Shape a, const char * ad, Key * keys, int64_t npad, int64_t total) {
+__global__ void fill_keys_kernel(Shape a, const char * ad, Key * keys, int64_t npad, int64_t total, bool desc) {
     for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
-        keys[t] = load_key(a, ad, t / npad, t % npad);
+        keys[t] = load_key(a, ad, t / npad, t % npad, desc);
     }
 }
 
-__global__ void stage_kernel(Key * keys, int64_t npad, int64_t k, int64_t j, bool desc, int64_t pairs) {
+__global__ void stage_kernel(Key * keys, int64_t npad, int64_t k, int64_t j, int64_t pairs) {
     for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < pairs; t += int64_t(gridDim.x) * blockDim.x) {
         const int64_t row = t / (npad / 2);
-        exchange(keys + row * npad, t % (npad / 2), k, j, desc);
+        exchange(keys + row * npad, t % (npad / 2), k, j);
     }
 }
 
@@ -98,7 +90,7 @@ __global__ void store_kernel(Shape d, char * dd, const Key * keys, int64_t npad,
         const int64_t r = t / n_out, i = t % n_out;
         int64_t i1, i2, i3;
         split_row(d, r, i1, i2, i3);
-        *reinterpret_cast<int32_t *>(row_at(dd, d, i1, i2, i3) + i * d.nb[0]) = keys[r * npad + i].i;
+        *reinterpret_cast<int32_t *>(row_at(dd, d, i1, i2, i3) + i * d.nb[0]) = int32_t(uint32_t(keys[r * npad + i]));
     }
 }
 
@@ -123,11 +115,11 @@ Status sort_rows(rt::cuda::CudaStream & stream, ggml_tensor * node, int64_t n_ou
     void * scratch = nullptr;
     if (!scratch_alloc(&scratch, size_t(rows * npad) * sizeof(Key), st)) return Status::out_of_memory;
     Key * keys = static_cast<Key *>(scratch);
-    fill_keys_kernel<<<grid_for(rows * npad, kBlock), kBlock, 0, st>>>(a, ad, keys, npad, rows * npad);
+    fill_keys_kernel<<<grid_for(rows * npad, kBlock), kBlock, 0, st>>>(a, ad, keys, npad, rows * npad, desc);
     const int64_t pairs = rows * npad / 2;
     for (int64_t k = 2; k <= npad; k <<= 1) {
         for (int64_t j = k >> 1; j > 0; j >>= 1) {
-            stage_kernel<<<grid_for(pairs, kBlock), kBlock, 0, st>>>(keys, npad, k, j, desc, pairs);
+            stage_kernel<<<grid_for(pairs, kBlock), kBlock, 0, st>>>(keys, npad, k, j, pairs);
         }
     }
     store_kernel<<<grid_for(rows * n_out, kBlock), kBlock, 0, st>>>(d, dd, keys, npad, n_out, rows * n_out);

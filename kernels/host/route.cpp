@@ -2,7 +2,7 @@
 //   ARGSORT: dst[:, r] (I32) = the indices of row r of src, ordered so the
 //            values rise (op_params[0] = GGML_SORT_ORDER_ASC) or fall (DESC).
 //            Ties keep index order (a stable sort), so the result does not
-//            depend on the thread count.
+//            depend on the thread count; NaN sorts after every number.
 //   TOP_K:   dst[:, r] (I32, ne0 = k) = the indices of the k largest values of
 //            row r. ggml leaves their order open; we give them falling, with
 //            the lower index first on ties.
@@ -16,6 +16,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/common/numerics.h"
 #include "kernels/common/op_params.h"
 #include "kernels/host/elem.h"
 #include "kernels/host/host_kernels.h"
@@ -29,13 +30,13 @@ constexpr int64_t kMinElemsPerTask = 16384;
 
 int64_t grain_for(int64_t n) { return std::max<int64_t>(1, kMinElemsPerTask / std::max<int64_t>(1, n)); }
 
-// Index order for "a before b": larger value first for DESC, index on ties.
+// Index order for "a before b": larger value first for DESC, index on ties,
+// NaN last (num::sort_order_key: a strict order whatever the values).
 struct Before {
     const float * x;
     bool          desc;
     bool operator()(int32_t a, int32_t b) const {
-        if (x[a] != x[b]) return desc ? x[a] > x[b] : x[a] < x[b];
-        return a < b;
+        return num::sort_order_key(x[a], uint32_t(a), desc) < num::sort_order_key(x[b], uint32_t(b), desc);
     }
 };
 
