@@ -294,8 +294,8 @@ __device__ __forceinline__ uint32_t matrix_count(const Q8Args & p) { return uint
 void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st);
 // The integer-form formats' mat-vec (mul_mat_vec_run.cu): up to 8 columns.
 void launch_qr(ggml_type t, const Q8Group & g, cudaStream_t st);
-// The one-column mat-vec on bulk copies (mul_mat_vec_bulk.cu); false: these
-// products are not its (q8_bulk_applies), nothing launched.
+// The one-column Q4_0 mat-vec on bulk copies (mul_mat_vec_bulk.cu); false:
+// these products are not its, nothing launched.
 bool launch_q8_bulk(ggml_type t, const Q8Group & g, cudaStream_t st);
 
 // Whether the integer mat-vec takes this product (plan::vec_int_max_n columns

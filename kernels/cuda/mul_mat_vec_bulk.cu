@@ -1,22 +1,34 @@
 // The one-column integer mat-vec (a decoded token's products) with its
-// weights brought in by bulk copies: each warp keeps D steps of its RW rows
-// on their way into a ring of shared memory, where the register kernel of
-// mul_mat_vec_q8.cu keeps one (its next step's words; two buffers in
-// registers measured no faster there, and spilled Q8_0). Lane 0 of the warp
+// weights brought in by bulk copies: each warp keeps kSteps steps of its two
+// rows on their way into a ring of shared memory, where the register kernel
+// of mul_mat_vec_q8.cu keeps one (its next step's words). Lane 0 of the warp
 // asks for a step's bytes of each row (cp.async.bulk, bulk_copy.cuh) and goes
 // on; the warp waits on the step's barrier, each lane reads its block's
 // words from shared memory (Note [lane per block]: the same words, the same
 // decoding, so the same sums bit for bit), and lane 0 then reuses the slot
-// for step s + D. The first D steps are asked for before pdl_wait (weights
-// are no kernel's output: Note [dependent launch]).
-// Applies (q8_bulk_applies) to one column of 2-D products whose rows are
-// 16-byte aligned and a whole number of 16 bytes long (the copy's unit), for
-// the formats whose 32 blocks of a step are one contiguous run of a row.
+// for step s + kSteps. The first kSteps steps are asked for before pdl_wait
+// (weights are no kernel's output: Note [dependent launch]), so a product
+// of 4096-element rows (4 steps) has all its first wave's weights on their
+// way while the kernel before it drains.
+// Note [bulk mat-vec]
+// Measured on the H100 (results/h200/summary-97.txt, a lab switch of one
+// call), llama-bench tg128 8B Q4_0 in alternating runs: 402.7 / 404.4 / 402.5
+// / 396.1 t/s against 391.8 / 392.6 / 392.5 / 385.9 with the register kernel
+// (ggml-cuda 332.9 / 331.5). Alone, one product is no faster (standin
+// matmul --n 1, 4096 x 14336 20.5 us against 18.5, 14336 x 4096 19.4 against
+// 19.6): the gain is the prefetch ahead of the wait. Not kept: the other
+// formats (8B Q8_0 270.9 / 270.3 against 273.4 / 272.4; IQ4_XS 4096 x 14336
+// 27.5 us against 19.4), one row per warp (8B Q4_0 387.4), 8 steps in flight
+// (397.4 / 392.8), 2 and 4 columns (Q4_0 4096 x 14336 24.9 / 32.7 us against
+// 19.6 / 28.5).
+// Applies (launch_q8_bulk) to one column of 2-D Q4_0 products of an even
+// number of rows that are 16-byte aligned and a whole number of 16 bytes
+// long (the copy's unit: K % 256 == 0). GGML_STANDIN_MMV_SPLIT=1 sends every
+// such product here whatever its size (test-backend-ops' small cases).
 //
-// Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'n=1,' and -o
-// MUL_MAT_VEC_FUSION; time with `standin matmul --n 1`.
-#include <cstdlib>
-
+// Test: GGML_STANDIN_MMV_SPLIT=1 test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT
+// -p 'type_a=q4_0,.*n=1,' and -o MUL_MAT_VEC_FUSION; time with `standin
+// matmul --n 1` and llama-bench.
 #include "diag/check.h"
 #include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/common.cuh"
@@ -29,18 +41,21 @@ namespace standin::kernels::cuda::mm {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int64_t kBulkMaxN = 4;  // columns: 1, 2 or 4 per launch
+constexpr int kRows = 2;   // rows per warp (the activation words serve both)
+constexpr int kSteps = 4;  // steps of 32 blocks in flight per warp
+// No weight words are held across steps, so 8 blocks per SM fit (64 registers).
+constexpr int kMinBlocks = 8;
 
-template <int T, int RW, int D>
-constexpr uint32_t kRingBytes = uint32_t(kWarps) * D * RW * Q8Fmt<T>::kStepBytes;
+template <int T> constexpr uint32_t kRingBytes = uint32_t(kWarps) * kSteps * kRows * Q8Fmt<T>::kStepBytes;
 
-template <int T, int NC, int RW, int D, int MB>
-__global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_constant__ Q8Group g) {
+template <int T>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks) mmv_bulk_kernel(const __grid_constant__ Q8Group g) {
+    constexpr int RW = kRows, D = kSteps;
     using F = Q8Fmt<T>;
     constexpr uint32_t kStep = F::kStepBytes;
     extern __shared__ __align__(128) uint8_t ring_all[];
     __shared__ uint64_t full[kWarps][D];
-    __shared__ float part_sums[kWarps][RW * NC];
+    __shared__ float part_sums[kWarps][RW];
 
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
     const int64_t grow = (int64_t(blockIdx.x) * kWarps + warp) * RW;  // first row of this warp
@@ -48,7 +63,7 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_
     const int j = group_member(g, grow);
     const Q8Args & p = g.m[j];
     const int64_t m = grow - g.row0[j];
-    const int nb = int(p.K / 32), n_steps = (nb + 31) / 32, ncols = int(p.N);
+    const int nb = int(p.K / 32), n_steps = (nb + 31) / 32;
     const uint32_t row_bytes = uint32_t(p.a_nb1);
     // The bytes of a row's data (the last step's run ends there; a multiple of 16).
     const uint32_t data_bytes = uint32_t(nb) * (kStep / 32u);
@@ -80,9 +95,9 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_
 
     const int8_t * qa = p.q + at.col0 * p.K;
     const float2 * da = p.ds + at.col0 * nb;
-    float acc[RW * NC];
+    float acc[RW];
 #pragma unroll
-    for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
+    for (int r = 0; r < RW; ++r) acc[r] = 0.0f;
     if (live) {
 #pragma unroll 1
         for (int s = 0; s < n_steps; ++s) {
@@ -103,7 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_
                 bulk::reuse_fence();
                 ask(s + D);
             }
-            if (has) step_dot<T, NC, RW>(w, a8, b, qa, da, nb, ncols, acc);
+            if (has) step_dot<T, 1, RW>(w, a8, b, qa, da, nb, 1, acc);
         }
     }
     RowAdd add = p.add;
@@ -111,84 +126,30 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_bulk_kernel(const __grid_
         add.src += m * 4;
         add.dst += m * 4;
     }
-    store_row_sums<NC, 1, kWarps, RW>(acc, part_sums, live, ncols, p.d + m * 4, p.d_nb1, add);
+    store_row_sums<1, 1, kWarps, RW>(acc, part_sums, live, 1, p.d + m * 4, p.d_nb1, add);
 }
 
-template <int T, int NC, int RW, int D> void launch_bulk_k(const Q8Group & g, cudaStream_t st) {
-    // Registers: no weight words held across steps, so more blocks per SM fit.
-    constexpr int kMB = NC == 1 ? 8 : NC == 2 ? 6 : 5;
-    auto kernel = mmv_bulk_kernel<T, NC, RW, D, kMB>;
-    constexpr uint32_t smem = kRingBytes<T, RW, D>;
-    if constexpr (smem > 48u * 1024u) {
-        static const bool sized = [&] {
-            SI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-            return true;
-        }();
-        (void) sized;
-    }
-    const dim3 grid(unsigned((g.rows / RW + kWarps - 1) / kWarps));
-    launch(kernel, grid, dim3(kWarps * 32), smem, st, g);
-}
-
-// LAB: GGML_STANDIN_LAB_BULK = "RD" (rows per warp R, steps in flight D: 14,
-// 24, 18, 28); unset or 0: the register kernel.
-int lab_bulk() {
-    static const int v = [] {
-        const char * e = std::getenv("GGML_STANDIN_LAB_BULK");
-        return e ? std::atoi(e) : 0;
-    }();
-    return v;
-}
-
-template <int T, int NC> bool launch_bulk_nc(const Q8Group & g, cudaStream_t st) {
-    for (int i = 0; i < g.n; ++i) {
-        if ((g.m[i].K / 32) * int64_t(Q8Fmt<T>::kStepBytes / 32u) % 16 != 0) return false;  // a row's data
-    }
-    switch (lab_bulk()) {
-        case 14: launch_bulk_k<T, NC, 1, 4>(g, st); return true;
-        case 24: launch_bulk_k<T, NC, 2, 4>(g, st); return true;
-        case 18: launch_bulk_k<T, NC, 1, 8>(g, st); return true;
-        case 28: launch_bulk_k<T, NC, 2, 8>(g, st); return true;
-        default: return false;
-    }
-}
-
-template <int T> bool launch_bulk_t(const Q8Group & g, cudaStream_t st) {
-    const int64_t n = g.m[0].N;
-    return n <= 1 ? launch_bulk_nc<T, 1>(g, st) : n <= 2 ? launch_bulk_nc<T, 2>(g, st) : launch_bulk_nc<T, 4>(g, st);
+template <int T> void launch_bulk(const Q8Group & g, cudaStream_t st) {
+    static_assert(kRingBytes<T> <= 48u * 1024u, "the ring fits the default dynamic shared memory");
+    const dim3 grid(unsigned((g.rows / kRows + kWarps - 1) / kWarps));
+    launch(mmv_bulk_kernel<T>, grid, dim3(kWarps * 32), kRingBytes<T>, st, g);
 }
 
 } // namespace
 
-bool q8_bulk_applies(ggml_type t, const Q8Group & g) {
-    switch (t) {
-        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_IQ4_XS: break;
-        default: return false;
-    }
+bool launch_q8_bulk(ggml_type t, const Q8Group & g, cudaStream_t st) {
+    if (t != GGML_TYPE_Q4_0) return false;
+    using F = Q8Fmt<GGML_TYPE_Q4_0>;
     for (int i = 0; i < g.n; ++i) {
         const Q8Args & p = g.m[i];
-        if (p.N > kBulkMaxN || p.ids != nullptr || p.ne12 * p.ne13 != 1 || p.M % 2 != 0 ||
-            reinterpret_cast<uintptr_t>(p.a) % 16 != 0 || p.a_nb1 % 16 != 0) {
+        if (p.N != 1 || p.ids != nullptr || p.ne12 * p.ne13 != 1 || p.M % kRows != 0 ||
+            reinterpret_cast<uintptr_t>(p.a) % 16 != 0 || p.a_nb1 % 16 != 0 ||
+            (p.K / 32) * int64_t(F::kStepBytes / 32u) % 16 != 0) {  // a row's data: whole 16-byte units
             return false;
         }
     }
+    launch_bulk<GGML_TYPE_Q4_0>(g, st);
     return true;
-}
-
-bool launch_q8_bulk(ggml_type t, const Q8Group & g, cudaStream_t st) {
-    if (lab_bulk() == 0 || !q8_bulk_applies(t, g)) return false;
-    switch (t) {
-        case GGML_TYPE_Q4_0: return launch_bulk_t<GGML_TYPE_Q4_0>(g, st);
-        case GGML_TYPE_Q4_1: return launch_bulk_t<GGML_TYPE_Q4_1>(g, st);
-        case GGML_TYPE_Q5_0: return launch_bulk_t<GGML_TYPE_Q5_0>(g, st);
-        case GGML_TYPE_Q5_1: return launch_bulk_t<GGML_TYPE_Q5_1>(g, st);
-        case GGML_TYPE_Q8_0: return launch_bulk_t<GGML_TYPE_Q8_0>(g, st);
-        case GGML_TYPE_IQ4_NL: return launch_bulk_t<GGML_TYPE_IQ4_NL>(g, st);
-        case GGML_TYPE_MXFP4: return launch_bulk_t<GGML_TYPE_MXFP4>(g, st);
-        case GGML_TYPE_IQ4_XS: return launch_bulk_t<GGML_TYPE_IQ4_XS>(g, st);
-        default: return false;
-    }
 }
 
 } // namespace standin::kernels::cuda::mm

@@ -179,7 +179,7 @@ template <int T, int NC, int RW> void launch_q8_rw(const Q8Group & g, cudaStream
     const int64_t n_steps = (p.K / 32 + 31) / 32;
     switch (diag::config().mmv_split) {
         case diag::Config::MmvSplit::one:
-            if (NC <= 4 && p.ids == nullptr && launch_q8_bulk(ggml_type(T), g, st)) return;
+            if (NC == 1 && launch_q8_bulk(ggml_type(T), g, st)) return;  // Note [bulk mat-vec]
             return launch_q8_k<T, NC, 1, RW>(g, st);
         case diag::Config::MmvSplit::two: return launch_q8_k<T, NC, 2, RW>(g, st);
         case diag::Config::MmvSplit::four: return launch_q8_k<T, NC, kWarps, RW>(g, st);
@@ -189,8 +189,8 @@ template <int T, int NC, int RW> void launch_q8_rw(const Q8Group & g, cudaStream
         if constexpr (NC == 1 && RW == 2) {
             if (p.ids != nullptr) return launch_q8_k<T, NC, 1, RW, kIdMinBlocks<T>>(g, st);
         }
-        if constexpr (NC <= 4) {
-            if (p.ids == nullptr && launch_q8_bulk(ggml_type(T), g, st)) return;
+        if constexpr (NC == 1) {
+            if (launch_q8_bulk(ggml_type(T), g, st)) return;  // Note [bulk mat-vec]
         }
         launch_q8_k<T, NC, 1, RW>(g, st);
     } else if (groups * 2 >= kFillWarps || n_steps < kWarps) {
