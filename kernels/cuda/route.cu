@@ -51,7 +51,9 @@ __device__ __forceinline__ void store_first(const Shape & d, char * dd, int64_t 
     int64_t i1, i2, i3;
     split_row(d, r, i1, i2, i3);
     char * out = row_at(dd, d, i1, i2, i3);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) *reinterpret_cast<int32_t *>(out + i * d.nb[0]) = int32_t(uint32_t(keys[i]));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        *reinterpret_cast<int32_t *>(out + i * d.nb[0]) = int32_t(uint32_t(keys[i]));  // the key's low word
+    }
 }
 
 // Whole network in shared memory; one block per row.

@@ -128,8 +128,8 @@ TEST(Numerics, SortOrderKeyIsArgsortsOrderWithNaNLast) {
         std::iota(want.begin(), want.end(), 0u);
         std::iota(got.begin(), got.end(), 0u);
         std::sort(want.begin(), want.end(), ahead);
-        std::sort(got.begin(), got.end(),
-                  [&](uint32_t j, uint32_t i) { return sort_order_key(v[j], j, desc) < sort_order_key(v[i], i, desc); });
+        const auto key = [&](uint32_t i) { return sort_order_key(v[i], i, desc); };
+        std::sort(got.begin(), got.end(), [&](uint32_t j, uint32_t i) { return key(j) < key(i); });
         EXPECT_EQ(got, want) << (desc ? "desc" : "asc");
         for (uint32_t i = 0; i < v.size(); ++i) ASSERT_EQ(uint32_t(sort_order_key(v[i], i, desc)), i);
     }

@@ -74,8 +74,9 @@ TEST(HostRoute, ArgsortPutsNaNLastInBothOrders) {
             ASSERT_TRUE(kernels::host::argsort(stream, d));
             for (int64_t r = 0; r < rows; ++r) {
                 const int32_t * got = static_cast<const int32_t *>(d->data) + r * n;
-                EXPECT_EQ(std::vector<int32_t>(got, got + n), expected(v.data() + r * n, n, order == GGML_SORT_ORDER_DESC))
-                    << "n " << n << " row " << r << (order == GGML_SORT_ORDER_DESC ? " desc" : " asc");
+                const bool desc = order == GGML_SORT_ORDER_DESC;
+                EXPECT_EQ(std::vector<int32_t>(got, got + n), expected(v.data() + r * n, n, desc))
+                    << "n " << n << " row " << r << (desc ? " desc" : " asc");
             }
         }
     }
@@ -94,6 +95,7 @@ TEST(HostRoute, TopKTakesTheLargestNumbersBeforeAnyNaN) {
     for (int64_t r = 0; r < rows; ++r) {
         const std::vector<int32_t> want = expected(v.data() + r * n, n, true);
         const int32_t * got = reinterpret_cast<const int32_t *>(static_cast<const char *>(d->data) + r * d->nb[1]);
-        EXPECT_EQ(std::vector<int32_t>(got, got + k), std::vector<int32_t>(want.begin(), want.begin() + k)) << "row " << r;
+        const std::vector<int32_t> first_k(want.begin(), want.begin() + k);
+        EXPECT_EQ(std::vector<int32_t>(got, got + k), first_k) << "row " << r;
     }
 }
