@@ -4,8 +4,9 @@
 // and goes on; whoever reads the run waits on the barrier's phase. The copy
 // holds no registers while in flight, so a warp can keep several steps of
 // weights on their way where registers held one (mul_mat_vec_bulk.cu).
-// sm_90 and later only: callers compile these paths for sm_90 (CI's target)
-// and never launch them on older devices.
+// sm_90 and later only: below it they compile to nothing, and their callers
+// are never launched by a build that targets such a device
+// (mul_mat_vec_bulk.cu, every_target_copies).
 #pragma once
 
 #include <cstdint>

@@ -191,7 +191,6 @@ template <> struct Q8Fmt<GGML_TYPE_MXFP4> : RawWords<sizeof(quant::BlockMXFP4), 
 template <> struct Q8Fmt<GGML_TYPE_IQ4_XS> {
     static constexpr int kW = 6, kOff = 0;
     static constexpr bool kMin = false, kHiShift = false;
-    static constexpr uint32_t kStepBytes = 4u * uint32_t(sizeof(quant::BlockIQ4_XS));  // 32 blocks of 32
     template <typename Src = FromGlobal> __device__ static void load(const uint8_t * row, int b, uint32_t (&w)[kW]) {
         const uint8_t * sb = row + uint32_t(b >> 3) * uint32_t(sizeof(quant::BlockIQ4_XS));
         const uint2 h = Src::at(reinterpret_cast<const uint2 *>(sb));

@@ -129,6 +129,21 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) mmv_bulk_kernel(const
     store_row_sums<1, 1, kWarps, RW>(acc, part_sums, live, 1, p.d + m * 4, p.d_nb1, add);
 }
 
+// The copies and their barriers exist from sm_90 on (bulk_copy.cuh compiles
+// them out below it); a build that also targets older devices never takes
+// this kernel, which would run there without its weights.
+constexpr bool every_target_copies() {
+#if defined(__CUDA_ARCH_LIST__)
+    constexpr int archs[] = {__CUDA_ARCH_LIST__};
+    for (const int a : archs) {
+        if (a < 900) return false;
+    }
+    return true;
+#else
+    return false;
+#endif
+}
+
 template <int T> void launch_bulk(const Q8Group & g, cudaStream_t st) {
     static_assert(kRingBytes<T> <= 48u * 1024u, "the ring fits the default dynamic shared memory");
     const dim3 grid(unsigned((g.rows / kRows + kWarps - 1) / kWarps));
@@ -138,7 +153,7 @@ template <int T> void launch_bulk(const Q8Group & g, cudaStream_t st) {
 } // namespace
 
 bool launch_q8_bulk(ggml_type t, const Q8Group & g, cudaStream_t st) {
-    if (t != GGML_TYPE_Q4_0) return false;
+    if (!every_target_copies() || t != GGML_TYPE_Q4_0) return false;
     using F = Q8Fmt<GGML_TYPE_Q4_0>;
     for (int i = 0; i < g.n; ++i) {
         const Q8Args & p = g.m[i];
