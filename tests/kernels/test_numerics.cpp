@@ -77,60 +77,64 @@ TEST(Numerics, BfloatMatchesGgml) {
     }
 }
 
-// The fused MoE router's falling order (route.cu's descending ARGSORT where
-// no value is NaN): larger first, equal values (-0 and +0 among them) by
-// rising index, NaN last. Sorting by falling_order_key must give exactly it.
-TEST(Numerics, FallingOrderKeyIsTheDescendingArgsortOrder) {
+namespace {
+
+// Values for the order-key tests: infinities, zeros of both signs, NaNs
+// (the second one `nan2`), subnormals, extremes and ties, then 2000 more,
+// random bits or repeats of those.
+std::vector<float> order_test_values(uint32_t seed, float nan2) {
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::vector<float> v = {1.0f, -0.0f, 0.0f, nan, -inf, inf, 1.0f, from_bits(1u), from_bits(0x80000001u),
-                            -1.0f, nan, 0.0f, -0.0f, 3.5f, -3.5f, std::numeric_limits<float>::max(),
+                            -1.0f, nan2, 0.0f, -0.0f, 3.5f, -3.5f, std::numeric_limits<float>::max(),
                             -std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), -inf, inf};
-    std::mt19937 rng(7);
+    std::mt19937 rng(seed);
     std::uniform_int_distribution<uint32_t> any;
     std::uniform_int_distribution<int> pick(0, 15);
     for (int i = 0; i < 2000; ++i) v.push_back(pick(rng) == 0 ? v[size_t(pick(rng))] : from_bits(any(rng)));
-    const auto ahead = [&](uint32_t j, uint32_t i) {  // j before i, as the float comparison says
+    return v;
+}
+
+// The indices of v in ARGSORT's order as the float comparison gives it: by
+// value (falling when desc), equal values by rising index, NaN last.
+std::vector<uint32_t> float_order(const std::vector<float> & v, bool desc) {
+    std::vector<uint32_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0u);
+    std::sort(idx.begin(), idx.end(), [&](uint32_t j, uint32_t i) {
         const bool nj = std::isnan(v[j]), ni = std::isnan(v[i]);
         if (nj || ni) return nj == ni ? j < i : ni;
-        return v[j] != v[i] ? v[j] > v[i] : j < i;
-    };
-    std::vector<uint32_t> want(v.size()), got(v.size());
-    std::iota(want.begin(), want.end(), 0u);
+        if (v[j] != v[i]) return desc ? v[j] > v[i] : v[j] < v[i];
+        return j < i;
+    });
+    return idx;
+}
+
+} // namespace
+
+// The fused MoE router's falling order (route.cu's descending ARGSORT takes
+// the same order through sort_order_key): larger first, equal values (-0 and
+// +0 among them) by rising index, NaN last. Sorting by falling_order_key must
+// give exactly it.
+TEST(Numerics, FallingOrderKeyIsTheDescendingArgsortOrder) {
+    const std::vector<float> v = order_test_values(7u, std::numeric_limits<float>::quiet_NaN());
+    std::vector<uint32_t> got(v.size());
     std::iota(got.begin(), got.end(), 0u);
-    std::sort(want.begin(), want.end(), ahead);
     std::sort(got.begin(), got.end(),
               [&](uint32_t j, uint32_t i) { return falling_order_key(v[j], j) > falling_order_key(v[i], i); });
-    EXPECT_EQ(got, want);
+    EXPECT_EQ(got, float_order(v, true));
 }
 
 // ARGSORT's order in both directions (route.cpp, route.cu): by value, equal
 // values (-0 and +0 among them) by rising index, NaN after every number.
 // Sorting by sort_order_key must give exactly it, and its low word is the index.
 TEST(Numerics, SortOrderKeyIsArgsortsOrderWithNaNLast) {
-    const float inf = std::numeric_limits<float>::infinity();
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> v = {1.0f, -0.0f, 0.0f, nan, -inf, inf, 1.0f, from_bits(1u), from_bits(0x80000001u),
-                            -1.0f, -nan, 0.0f, -0.0f, 3.5f, -3.5f, std::numeric_limits<float>::max(),
-                            -std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), -inf, inf};
-    std::mt19937 rng(11);
-    std::uniform_int_distribution<uint32_t> any;
-    std::uniform_int_distribution<int> pick(0, 15);
-    for (int i = 0; i < 2000; ++i) v.push_back(pick(rng) == 0 ? v[size_t(pick(rng))] : from_bits(any(rng)));
+    const std::vector<float> v = order_test_values(11u, -std::numeric_limits<float>::quiet_NaN());
     for (const bool desc : {false, true}) {
-        const auto ahead = [&](uint32_t j, uint32_t i) {
-            const bool nj = std::isnan(v[j]), ni = std::isnan(v[i]);
-            if (nj || ni) return nj == ni ? j < i : ni;
-            if (v[j] != v[i]) return desc ? v[j] > v[i] : v[j] < v[i];
-            return j < i;
-        };
-        std::vector<uint32_t> want(v.size()), got(v.size());
-        std::iota(want.begin(), want.end(), 0u);
+        std::vector<uint32_t> got(v.size());
         std::iota(got.begin(), got.end(), 0u);
-        std::sort(want.begin(), want.end(), ahead);
         const auto key = [&](uint32_t i) { return sort_order_key(v[i], i, desc); };
         std::sort(got.begin(), got.end(), [&](uint32_t j, uint32_t i) { return key(j) < key(i); });
-        EXPECT_EQ(got, want) << (desc ? "desc" : "asc");
+        EXPECT_EQ(got, float_order(v, desc)) << (desc ? "desc" : "asc");
         for (uint32_t i = 0; i < v.size(); ++i) ASSERT_EQ(uint32_t(sort_order_key(v[i], i, desc)), i);
     }
 }
