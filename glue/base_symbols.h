@@ -8,6 +8,7 @@
 #define SI_GGML_BASE_SYMBOLS(X) \
     X(ggml_are_same_shape) \
     X(ggml_backend_buffer_free) \
+    X(ggml_backend_buffer_get_usage) \
     X(ggml_backend_buffer_init) \
     X(ggml_backend_buffer_is_host) \
     X(ggml_blck_size) \

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "diag/config.h"
+#include "ggml-backend.h"
 #include "ggml.h"
 #include "kernels/common/numerics.h"
 #include "kernels/cuda/limits.h"
@@ -98,6 +99,10 @@ inline unsigned grid_for(int64_t n, int block) {
 // kernel calls pdl_trigger() once its own work is under way, so the next one
 // may begin launching. Without the launch attribute (GGML_STANDIN_PDL=0, or
 // a plain <<<>>> launch) both calls are no-ops and order is the stream's.
+// A kernel's inputs are weights only where weights_fixed() says so at launch:
+// a mat-vec's src0 may as well be a quantized KV cache (KQ with flash
+// attention off) that the kernel just before wrote, or a tensor a CPY
+// quantized, and a fused norm's factor any tensor of the graph.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -108,6 +113,15 @@ __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+
+// Whether t's bytes are a model's weights (its buffer's usage is
+// GGML_BACKEND_BUFFER_USAGE_WEIGHTS, as llama.cpp marks the buffers it loads
+// a model into): written by uploads only, never by a kernel, so a kernel may
+// read them before pdl_wait (Note [dependent launch]). Anything else, a KV
+// cache, an activation or test-backend-ops' tensors, is read after it.
+inline bool weights_fixed(const ggml_tensor * t) {
+    return t->buffer != nullptr && ggml_backend_buffer_get_usage(t->buffer) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
 }
 
 // Whether launch() asks for dependent launch (GGML_STANDIN_PDL, read once).

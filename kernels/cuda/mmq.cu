@@ -286,6 +286,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT>) mmq_kernel(const __g
         // The first group holds the prologue's weights and the first
         // activations; each later group one stage's activations (and weights
         // from the main loop on).
+        if (!p.early) pdl_wait();
 #pragma unroll
         for (int s = 0; s < kStages - 1; ++s) {
             if (c0 + s < c1) load_w(c0 + s, s);

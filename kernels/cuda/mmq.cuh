@@ -38,6 +38,7 @@ struct MmqArgs {
     int64_t        d_nb1, d_nb2, d_nb3;
     int64_t        K, M, N, ne12, ne13, r2, r3;
     RowAdd         add;        // a fused ADD (one matrix only); add.dst null: none
+    bool           early = false;  // a may be read before pdl_wait (weights_fixed)
     int64_t        split = 1;  // set by the launcher
     MmqRoute       route;      // MUL_MAT_ID's tile list; a, d, K, M as for MUL_MAT, the rest unused
 };

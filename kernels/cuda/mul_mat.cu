@@ -215,6 +215,7 @@ Status mul_mat_mmq(rt::cuda::CudaStream & stream, ggml_tensor * node, const plan
     if (!y.ok) return Status::out_of_memory;
     MmqArgs p;
     fill_common(p, a, b, node);
+    p.early = weights_fixed(a);
     p.q = y.q;
     p.ds = y.ds;
     if (add != nullptr) {

@@ -225,6 +225,7 @@ struct Q8Args {
     int64_t        d_nb1, d_nb2, d_nb3;
     int64_t        K, M, N, ne12, ne13, r2, r3;
     RowAdd         add;  // a fused ADD (dst is one matrix: ne12 = ne13 = 1); add.dst null: none
+    bool           early = false;  // a may be read before pdl_wait (weights_fixed)
     // MUL_MAT_ID (mul_mat_id_q8): matrix (i12, i13) is the pair (slot e, token
     // t), one column each, with the weights of expert ids[e, t] (a_nb2 per
     // expert) and src1 column (e % ne11, t); null: MUL_MAT.

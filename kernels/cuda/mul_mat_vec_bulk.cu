@@ -6,8 +6,8 @@
 // on; the warp waits on the step's barrier, each lane reads its block's
 // words from shared memory (Note [lane per block]: the same words, the same
 // decoding, so the same sums bit for bit), and lane 0 then reuses the slot
-// for step s + kSteps. The first kSteps steps are asked for before pdl_wait
-// (weights are no kernel's output: Note [dependent launch]), so a product
+// for step s + kSteps. The first kSteps steps of a model's weights
+// (weights_fixed) are asked for before pdl_wait (Note [dependent launch]), so a product
 // of 4096-element rows (4 steps) has all its first wave's weights on their
 // way while the kernel before it drains.
 // Note [bulk mat-vec]
@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) mmv_bulk_kernel(const
             bulk::copy(ring + uint32_t((s % D) * RW + r) * kStep, at.row + uint32_t(r) * row_bytes + off, bytes, bar);
         }
     };
+    if (!p.early) pdl_wait();
     if (live && lane == 0) {
         for (int s = 0; s < D && s < n_steps; ++s) ask(s);
     }

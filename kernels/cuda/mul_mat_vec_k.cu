@@ -19,8 +19,8 @@
 // lane reads 4-byte words around its 8-byte pieces and realigns them with
 // funnel shifts; Q2_K's 84 bytes are read as 4-byte words. The
 // next super-block's weights are loaded before the current one is decoded,
-// and the first before the wait on the previous kernel (Note [dependent
-// launch]). A warp takes RW rows by one column, the activation loads shared
+// and a model's first (weights_fixed) before the wait on the previous kernel
+// (Note [dependent launch]). A warp takes RW rows by one column, the activation loads shared
 // by the rows, or one row by NC columns, the weight loads shared by the
 // columns; short matrices and long rows split K over the 4 warps of a block,
 // which meet in shared memory.
@@ -417,6 +417,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
 
         typename F::W w[RW];
         int64_t s = live ? first : n_sb;
+        if (!p.early) pdl_wait();
         if (s < n_sb) {
 #pragma unroll
             for (int r = 0; r < RW; ++r) w[r] = F::load(row + r * p.a_nb1 + s * F::kBytes, t);

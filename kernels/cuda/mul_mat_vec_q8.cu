@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_q8_kernel(const __grid_co
             for (int r = 0; r < RW; ++r) F::load(row + uint32_t(r) * row_bytes, b, w[r]);
         };
         int s = live ? sub : n_steps;
-        if (live) fetch(s, cur);  // weights: before the wait (Note [dependent launch])
+        if (!p.early) pdl_wait();
+        if (live) fetch(s, cur);  // a model's weights: before the wait (Note [dependent launch])
         pdl_wait();
         pdl_trigger();
 #pragma unroll 1
@@ -300,6 +301,7 @@ void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
 Q8Args args_for(const ggml_tensor * a, const ggml_tensor * b, ggml_tensor * d, const int8_t * q, const float2 * ds) {
     Q8Args p;
     fill_common(p, a, b, d);
+    p.early = weights_fixed(a);
     p.q = q;
     p.ds = ds;
     return p;

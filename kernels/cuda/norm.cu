@@ -74,8 +74,9 @@ __device__ void norm_row(const char * x, int64_t xnb0, char * y, int64_t ynb0, i
 
 // Decode's rows (contiguous, n = kE x blockDim): each thread keeps its kE
 // elements of x and of w in registers, so x is read once (not once per pass)
-// and w before the wait on the previous kernel (a weight: Note [dependent
-// launch]); the kE outputs of a thread are then independent of each other.
+// and w, where it is a model's weight (w_early: weights_fixed), before the
+// wait on the previous kernel (Note [dependent launch]); the kE outputs of a
+// thread are then independent of each other.
 // Same partition of the sum and the same operations as norm_row<true, true>,
 // so the results are equal bit for bit.
 // The widest block rms_norm_mul_reg_kernel<kE> launches with: its registers
@@ -87,7 +88,7 @@ template <int kE> constexpr int kRegNormMaxThreads = kE <= 4 ? 1024 : 512;
 template <int kE>
 __global__ void __launch_bounds__(kRegNormMaxThreads<kE>)
     rms_norm_mul_reg_kernel(Shape a, const char * ad, char * dd, float eps, Shape w, const char * wd, char * zd,
-                            int8_t * q, float2 * ds) {
+                            int8_t * q, float2 * ds, bool w_early) {
     __shared__ double scratch[32];
     const int64_t rows = a.ne[1] * a.ne[2] * a.ne[3], n = a.ne[0];
     const int t = int(threadIdx.x), bd = int(blockDim.x);
@@ -96,6 +97,7 @@ __global__ void __launch_bounds__(kRegNormMaxThreads<kE>)
         split_row(a, r, i1, i2, i3);
         const float * wr = reinterpret_cast<const float *>(row_at(wd, w, i1 % w.ne[1], i2 % w.ne[2], i3 % w.ne[3]));
         float wv[kE];
+        if (!w_early) pdl_wait();
 #pragma unroll
         for (int j = 0; j < kE; ++j) wv[j] = wr[t + j * bd];
         if (r == blockIdx.x) {
@@ -234,7 +236,8 @@ Status rms_norm_mul_quant(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggm
         if (per != kE || threads > kRegNormMaxThreads<kE>) return false;
         launch(rms_norm_mul_reg_kernel<kE>, dim3(row_grid(rows)), dim3(threads), 0, stream_of(stream),
                shape_of(src), static_cast<const char *>(src->data), static_cast<char *>(norm->data), eps,
-               shape_of(w), static_cast<const char *>(w->data), static_cast<char *>(mul->data), q, ds);
+               shape_of(w), static_cast<const char *>(w->data), static_cast<char *>(mul->data), q, ds,
+               weights_fixed(w));
         return true;
     };
     if (dense && (reg(std::integral_constant<int, 1>{}) || reg(std::integral_constant<int, 2>{}) ||
