@@ -89,6 +89,27 @@ foreach(type f32 q8_0)
     endforeach()
 endforeach()
 
+# A quantized K cache without flash attention (llama's -ctk q8_0 -fa off): KQ
+# is then a product of the cache's Q8_0 rows, which the kernels before it in
+# the same graph have just written (on the CUDA device it must not read them
+# before its wait on those kernels: Note [dependent launch]). Token by token,
+# against ggml-cpu with the same cache in one graph.
+set(kq8_ref ${MODELS}/tiny-q8_0.kq8.cpu.logits)
+add_test(NAME model.logits.tiny_q8_0.cpu_kq8
+         COMMAND ${STANDIN} logits --plugin ${PLUGIN} --model ${MODELS}/tiny-q8_0.gguf --device none --n-tokens 64
+                 --cache-type-k q8_0 --out ${kq8_ref})
+set_tests_properties(model.logits.tiny_q8_0.cpu_kq8 PROPERTIES LABELS model TIMEOUT 300
+    FIXTURES_REQUIRED model_tiny_q8_0 FIXTURES_SETUP logits_tiny_q8_0_kq8
+    PASS_REGULAR_EXPRESSION "computed on CPU: .*wrote ")
+foreach(dev host cuda)
+    logits_on(${dev})
+    add_test(NAME model.logits.tiny_q8_0.${dev}_decode_kq8
+             COMMAND ${cmd} --plugin ${PLUGIN} --model ${MODELS}/tiny-q8_0.gguf --n-tokens 64 --ubatch 1
+                     --flash-attn off --cache-type-k q8_0 --compare ${kq8_ref} --max-nmse 1e-3)
+    set_tests_properties(model.logits.tiny_q8_0.${dev}_decode_kq8 PROPERTIES LABELS "${labels}" TIMEOUT 300
+        SKIP_RETURN_CODE 77 FIXTURES_REQUIRED "model_tiny_q8_0;logits_tiny_q8_0_kq8")
+endforeach()
+
 # Q4_0 on STANDIN_HOST0 is held to (nearly) bit-identical logits: ggml-cpu repacks
 # Q4_0 weights for AVX2 and sums each row's blocks in sequence, as the host
 # device's packed kernels do over the same integer sums and scales (measured

@@ -308,6 +308,17 @@ bool load_model(const LogitsOptions & opt, LlamaRun & run) {
     return true;
 }
 
+// The cache types llama's -ctk takes (common/arg.cpp's list in the pinned tree).
+constexpr ggml_type kCacheTypes[] = {GGML_TYPE_F32,  GGML_TYPE_F16,    GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                                     GGML_TYPE_Q4_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
+
+ggml_type cache_type_of(const std::string & name) {
+    for (ggml_type t : kCacheTypes) {
+        if (name == ggml_type_name(t)) return t;
+    }
+    return GGML_TYPE_COUNT;
+}
+
 // Evaluates `toks` as one batch with logits for every position: one graph, or
 // with --ubatch N graphs of N tokens each over the KV cache (N = 1: the
 // decode path, token by token).
@@ -324,6 +335,7 @@ bool decode_all(const LogitsOptions & opt, LlamaRun & run, const std::vector<lla
     cp.flash_attn_type = opt.flash_attn == "on"     ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                        : opt.flash_attn == "auto"   ? LLAMA_FLASH_ATTN_TYPE_AUTO
                                                     : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = cache_type_of(opt.cache_type_k);
     run.ctx = llama_init_from_model(run.model, cp);
     if (run.ctx == nullptr) {
         std::fprintf(stderr, "standin logits: could not create a llama context\n");
@@ -350,6 +362,12 @@ bool decode_all(const LogitsOptions & opt, LlamaRun & run, const std::vector<lla
 
 } // namespace
 
+std::vector<std::string> cache_types() {
+    std::vector<std::string> names;
+    for (ggml_type t : kCacheTypes) names.emplace_back(ggml_type_name(t));
+    return names;
+}
+
 int cmd_logits(const LogitsOptions & opt) {
     static LogFilter filter;  // static: ggml may log after this returns
     static Census    census;
@@ -362,6 +380,11 @@ int cmd_logits(const LogitsOptions & opt) {
     }
     if (opt.flash_attn != "on" && opt.flash_attn != "off" && opt.flash_attn != "auto") {
         std::fprintf(stderr, "standin logits: --flash-attn must be on, off or auto\n");
+        return 2;
+    }
+    if (cache_type_of(opt.cache_type_k) == GGML_TYPE_COUNT) {
+        std::fprintf(stderr, "standin logits: --cache-type-k %s is not a K cache type llama takes\n",
+                     opt.cache_type_k.c_str());
         return 2;
     }
     Loaded l = load_backends(opt.plugin, true);

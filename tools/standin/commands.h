@@ -77,9 +77,12 @@ struct LogitsOptions {
     int         threads    = 0;            // 0 = every available core
     std::string flash_attn = "off";        // on | off | auto
     int         ubatch     = 0;            // tokens per graph (llama's n_ubatch); 0 = all in one; 1 = decode token by token
+    std::string cache_type_k = "f16";      // the K cache's type (llama's -ctk): a kCacheTypes name
     bool        verbose    = false;
 };
 int cmd_logits(const LogitsOptions & opt);
+// The names --cache-type-k takes (ggml's type names of the types llama's -ctk takes).
+std::vector<std::string> cache_types();
 
 // `ab`: every node of a model's graph on a standin device and on a reference (cmd_ab.cpp).
 struct AbOptions {

@@ -84,6 +84,10 @@ int main(int argc, char ** argv) {
     logits->add_option("--ubatch", lg_opt.ubatch,
                        "Tokens per graph (0 = all in one; 1 = one token at a time: the decode kernels)")
         ->check(CLI::NonNegativeNumber);
+    logits->add_option("--cache-type-k", lg_opt.cache_type_k,
+                       "The K cache's type, as llama's -ctk (a quantized one without flash attention: KQ is then a "
+                       "product of quantized rows)")
+        ->capture_default_str()->check(CLI::IsMember(cache_types()));
     logits->add_option("--split-mode", lg_opt.split_mode, "How several devices share the model: none, layer or tensor")
         ->capture_default_str()->check(CLI::IsMember({"none", "layer", "tensor"}));
     logits->add_option("--rpc", lg_opt.rpc, "rpc-server endpoints HOST:PORT[,...]; their devices are RPC0, RPC1, ...");
