@@ -556,10 +556,9 @@ template <int T> bool launch_t(const FaArgs & p, rt::cuda::CudaStream & stream, 
     SplitOut part{};
     // Decoding over an F16 cache of head size 64 or 128: tensor cores.
     if (const int dh = fa::dec_heads(p, T == GGML_TYPE_F16); dh > 0) {
-        const int ns = (fa::lab_fa() & 4) && p.nkv <= 512 ? 1 : fa::dec_split(p, dh, n_sm, kMaxSplit);
-        if (split_out(ns, dh, part)) {
+        if (split_out(fa::dec_split(p, dh, n_sm, kMaxSplit), dh, part)) {
             fa::launch_dec(p, part, st);
-            if (!(ns == 1 && (fa::lab_fa() & 4))) launch_combine(p, part, st);
+            launch_combine(p, part, st);
             return true;
         }
     }

@@ -67,7 +67,7 @@ template <int D> struct Shape {
 // [j * span, +span). HALF: at most 8 rows in all, so the rows gq + 8 of the
 // fragments are all padding and are not computed.
 template <int D, bool HALF>
-__global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut part, bool skip_dead, bool finalize) {
+__global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut part, bool skip_dead) {
     using Sh = Shape<D>;
     constexpr int ND = D / 8, NK = D / 16, NF = KT / 8;  // output slices; k-steps of the scores; key slices
     constexpr int R2 = HALF ? 1 : 2;                     // fragment rows (gq, gq + 8) computed
@@ -339,25 +339,6 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
             total += lw[w * kRows + r] * fw[w];
         }
         const int64_t qi = (r0 + r) / G, h = h0 + (r0 + r) % G;
-        if (finalize) {
-            // One key range: fa_combine's arithmetic for a single split.
-            const float sink = p.sinks != nullptr ? p.sinks[h] : -INFINITY;
-            const float mall = fmaxf(sink, mx);
-            const float f = mx == -INFINITY ? 0.0f : expf(mx - mall);
-            const float t2 = total * f + (p.sinks != nullptr ? expf(sink - mall) : 0.0f);
-            const float inv = t2 == 0.0f ? 0.0f : 1.0f / t2;
-            float * out = reinterpret_cast<float *>(p.d + h * p.d_nb1 + qi * p.d_nb2 + i3 * p.d_nb3);
-            const int64_t col = (i3 * p.nq + qi) * p.nh * D + h * D;
-            for (int d = lane; d < D; d += 32) {
-                float acc = 0.0f;
-#pragma unroll
-                for (int w = 0; w < W; ++w) acc = fmaf(ow[(w * kRows + r) * D + d], fw[w], acc);
-                const float v = (acc * f) * inv;
-                out[d] = v;
-                if (p.q_out != nullptr) quantize_warp32(v, p.q_out + col + d, p.ds_out + (col + d) / 32);
-            }
-            continue;
-        }
         const int64_t slot = ((i3 * p.nh + h) * p.nq + qi) * part.n_split + j;
         if (lane == 0) {
             part.m[slot] = mx;
@@ -437,7 +418,7 @@ void launch_dec(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
         V::blocks_per_sm();  // the shared-memory opt-in
         launch(V::kernel,
                dim3(unsigned(part.n_split), unsigned(p.nh / part.heads * chunks_of(p, part.heads)), unsigned(p.nq3)),
-               dim3(W * 32), V::kSmem, st, p, part, (lab_fa() & 1) != 0, part.n_split == 1 && (lab_fa() & 4) != 0);
+               dim3(W * 32), V::kSmem, st, p, part, (lab_fa() & 1) != 0);
     });
 }
 
