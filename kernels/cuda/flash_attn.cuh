@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -94,13 +93,6 @@ void launch_tc(const FaArgs & p, cudaStream_t st);
 // multiprocessors (at most max_split); its launch, which leaves the partials
 // for fa_combine.
 constexpr int64_t kDecMaxQueries = 32;
-// LAB (session 20): GGML_STANDIN_LAB_FA bit 1: no copies of tiles no row of the warp sees; bit 2: the decode
-// kernel up to 64 query rows.
-inline int lab_fa() {
-    static const int v = [] { const char * e = std::getenv("GGML_STANDIN_LAB_FA"); return e ? std::atoi(e) : 0; }();
-    return v;
-}
-inline int64_t dec_max_queries() { return (lab_fa() & 2) ? 64 : kDecMaxQueries; }
 int dec_heads(const FaArgs & p, bool kv_f16);
 int dec_split(const FaArgs & p, int heads, int n_sm, int max_split);
 void launch_dec(const FaArgs & p, const SplitOut & part, cudaStream_t st);

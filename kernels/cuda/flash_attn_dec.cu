@@ -67,7 +67,7 @@ template <int D> struct Shape {
 // [j * span, +span). HALF: at most 8 rows in all, so the rows gq + 8 of the
 // fragments are all padding and are not computed.
 template <int D, bool HALF>
-__global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut part, bool skip_dead) {
+__global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut part) {
     using Sh = Shape<D>;
     constexpr int ND = D / 8, NK = D / 16, NF = KT / 8;  // output slices; k-steps of the scores; key slices
     constexpr int R2 = HALF ? 1 : 2;                     // fragment rows (gq, gq + 8) computed
@@ -106,6 +106,14 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
     pdl_trigger();
     const int64_t step = int64_t(W) * KT;
     int64_t c0 = kb + int64_t(warp) * KT;
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) {
+        if (c0 + i * step < ke) {
+            stage(c0 + i * step, st0 + i * Sh::kStage);
+        } else {
+            cp_commit();
+        }
+    }
 
     // This thread's rows gq and gq + 8: their query, head, mask row and slope.
     const __half * mrow[2] = {nullptr, nullptr};
@@ -161,31 +169,8 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
             }
         }
     };
-    // Whether no row of the warp sees a key of the tile whose mask entries
-    // these are (other sequences' cells of a shared cache; keys past ke).
-    const auto all_dead = [&](const __half2 (&k)[NF][2]) {
-        bool d = true;
-#pragma unroll
-        for (int nf = 0; nf < NF; ++nf) {
-#pragma unroll
-            for (int r2 = 0; r2 < R2; ++r2) {
-                const float2 b = __half22float2(k[nf][r2]);
-                d = d && b.x == -INFINITY && b.y == -INFINITY;
-            }
-        }
-        return __all_sync(0xffffffffu, d);
-    };
-    static_assert(S == 2, "the mask runs one tile ahead of the copies");
-    // mk: the mask of tile c0; mn: of the tile after it, whose copy is
-    // asked for only where some row of the warp sees one of its keys.
-    __half2 mk[NF][2], mn[NF][2];
+    __half2 mk[NF][2];
     load_mask(c0, mk);
-    if (c0 < ke && !(skip_dead && all_dead(mk))) {
-        stage(c0, st0);
-    } else {
-        cp_commit();
-    }
-    load_mask(c0 + step, mn);
 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[ND][4];
@@ -196,7 +181,7 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
     for (int buf = 0; c0 < ke; c0 += step, buf = buf + 1 == S ? 0 : buf + 1) {
         char * st = st0 + buf * Sh::kStage;
         const int64_t next = c0 + (S - 1) * step;
-        if (next < ke && !(skip_dead && all_dead(mn))) {
+        if (next < ke) {
             stage(next, st0 + (buf == 0 ? S - 1 : buf - 1) * Sh::kStage);
         } else {
             cp_commit();  // an empty group keeps the count of the wait below
@@ -214,9 +199,7 @@ __global__ void __launch_bounds__(W * 32, 1) fa_dec_kernel(FaArgs p, SplitOut pa
                 dead = dead && b.x == -INFINITY && b.y == -INFINITY;
             }
         }
-#pragma unroll
-        for (int nf = 0; nf < NF; ++nf) mk[nf][0] = mn[nf][0], mk[nf][1] = mn[nf][1];
-        load_mask(c0 + 2 * step, mn);
+        load_mask(c0 + step, mk);
         cp_wait<S - 1>();
         __syncwarp();  // every lane's pieces of the tile are in
         // A tile no row of the warp sees (other sequences' cells of a shared
@@ -388,7 +371,7 @@ int64_t chunks_of(const FaArgs & p, int heads) { return (heads * p.nq + kRows - 
 } // namespace
 
 int dec_heads(const FaArgs & p, bool kv_f16) {
-    if (!kv_f16 || p.D != p.DV || (p.D != 64 && p.D != 128) || p.nq < 1 || p.nq > dec_max_queries() ||
+    if (!kv_f16 || p.D != p.DV || (p.D != 64 && p.D != 128) || p.nq < 1 || p.nq > kDecMaxQueries ||
         !rows_aligned16(p.k, p.k_nb1, p.k_nb2, p.k_nb3) || !rows_aligned16(p.v, p.v_nb1, p.v_nb2, p.v_nb3)) {
         return 0;
     }
@@ -418,7 +401,7 @@ void launch_dec(const FaArgs & p, const SplitOut & part, cudaStream_t st) {
         V::blocks_per_sm();  // the shared-memory opt-in
         launch(V::kernel,
                dim3(unsigned(part.n_split), unsigned(p.nh / part.heads * chunks_of(p, part.heads)), unsigned(p.nq3)),
-               dim3(W * 32), V::kSmem, st, p, part, (lab_fa() & 1) != 0);
+               dim3(W * 32), V::kSmem, st, p, part);
     });
 }
 

@@ -221,7 +221,7 @@ template <int D> void launch_d(const FaArgs & p, cudaStream_t st) {
 } // namespace
 
 bool tc_applies(const FaArgs & p, bool kv_f16) {
-    return kv_f16 && p.D == p.DV && (p.D == 64 || p.D == 128) && p.nq > dec_max_queries() &&
+    return kv_f16 && p.D == p.DV && (p.D == 64 || p.D == 128) && p.nq > kDecMaxQueries &&
            (p.nq + kBr - 1) / kBr <= int64_t(INT32_MAX) && p.nh <= limits::kGridYZ && p.nq3 <= limits::kGridYZ &&
            rows_aligned16(p.k, p.k_nb1, p.k_nb2, p.k_nb3) && rows_aligned16(p.v, p.v_nb1, p.v_nb2, p.v_nb3);
 }
