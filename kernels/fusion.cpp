@@ -50,6 +50,47 @@ bool can_hoist(ggml_tensor * const * nodes, int pos, int j) {
 }
 
 #ifdef STANDIN_WITH_CUDA
+// Whether `reader` is all that reads t: through its src[0], a chain of views
+// each read only by the next (or t itself), none of them a graph output.
+bool feeds_only(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * reader, UseCount uses) {
+    if (uses == nullptr) return false;
+    for (const ggml_tensor * cur = reader->src[0]; cur != t; cur = cur->src[0]) {
+        if (cur == nullptr || !is_view_op(cur->op) || (cur->flags & GGML_TENSOR_FLAG_OUTPUT) != 0 || uses(g, cur) != 1) {
+            return false;
+        }
+    }
+    return (t->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && uses(g, t) == 1;
+}
+
+// Decoding's ROPE (Q), ROPE (K), SET_ROWS (K), SET_ROWS (V) right after
+// position `last`, every one on this device: their graph position of the
+// last, or -1. keep[i]: whether mms[i]'s own result has other readers.
+int match_qkv_rope(ggml_cgraph * g, int last, const std::vector<ggml_tensor *> & mms, UseCount uses,
+                   cuda::QkvRope & qr) {
+    ggml_tensor * at[4];
+    int k = last;
+    for (ggml_tensor *& t : at) {
+        k = next_work(g, k);
+        if (k < 0) return -1;
+        t = ggml_graph_node(g, k);
+        if (!supports(rt::Kind::cuda, t)) return -1;
+    }
+    if (at[0]->op != GGML_OP_ROPE || at[1]->op != GGML_OP_ROPE || at[2]->op != GGML_OP_SET_ROWS ||
+        at[3]->op != GGML_OP_SET_ROWS || mms.size() != 3) {
+        return -1;
+    }
+    qr.q = at[0];
+    qr.k = at[1];
+    qr.k_set = at[2];
+    qr.v_set = at[3];
+    qr.k_cache_only = read_only_by(g, qr.k, qr.k_set, uses);
+    for (size_t i = 0; i < mms.size(); ++i) {
+        qr.keep[i] = !(feeds_only(g, mms[i], qr.q, uses) || feeds_only(g, mms[i], qr.k, uses) ||
+                       feeds_only(g, mms[i], qr.v_set, uses));
+    }
+    return k;
+}
+
 FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i, UseCount uses) {
     FusedRun r;
     ggml_tensor * node = ggml_graph_node(g, i);
@@ -73,6 +114,14 @@ FusedRun run_fused_cuda(rt::cuda::CudaStream & stream, ggml_cgraph * g, int i, U
             last = k;
         }
         if (!mms.empty()) {
+            // Decoding's Q/K/V: their ROPE and cache writes in the products' epilogue.
+            cuda::QkvRope qr;
+            const int rope_last = match_qkv_rope(g, last, mms, uses, qr);
+            if (rope_last >= 0 && cuda::norm_mul_mat_rope_ok(next, mms.data(), int(mms.size()), qr)) {
+                r.covered = rope_last - i + 1;
+                r.status = cuda::norm_mul_mat(stream, node, next, mms.data(), int(mms.size()), &qr);
+                return r;
+            }
             r.covered = last - i + 1;
             r.status = cuda::norm_mul_mat(stream, node, next, mms.data(), int(mms.size()));
             return r;

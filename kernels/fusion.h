@@ -24,7 +24,10 @@
 //     may place K's rotated result over Q's unrotated source (free once Q's
 //     ROPE ran, one by one); when nothing but the cache write reads that
 //     result (the graph's use counts say so), the launch does not write it,
-//     else it declines such an overlap.
+//     else it declines such an overlap. Where the three products came just
+//     before as one launch after their RMS_NORM x MUL (the first pattern),
+//     that launch's epilogue does all of it instead (Note [rope epilogue] in
+//     kernels/cuda/mul_mat.cuh; cuda::QkvRope), one launch fewer again.
 //   - a mixture-of-experts router: the gate (SOFT_MAX or SIGMOID of the
 //     logits, or none), the bias that only steers the choice (ADD), the
 //     ARGSORT whose first k entries are the experts, the GET_ROWS of their

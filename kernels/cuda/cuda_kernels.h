@@ -141,6 +141,21 @@ Status glu_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * glu, ggml_tensor
 // input, the product follows without a quantize launch.
 bool fa_mul_mat_ok(const ggml_tensor * fa, const ggml_tensor * mm);
 Status fa_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * fa, ggml_tensor * mm, const ggml_tensor * add);
-Status norm_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n);
+// The decoding step after the Q/K/V products (rope_qkv's nodes: Q's and K's
+// ROPE, the SET_ROWS of K's rotated rows and of V's product into their
+// caches), done by the products' own epilogue (Note [rope epilogue] in
+// mul_mat.cuh): one launch fewer. keep[i]: another node reads member i's
+// own result (through views or not), so it is still written.
+struct QkvRope {
+    ggml_tensor * q = nullptr;
+    ggml_tensor * k = nullptr;
+    ggml_tensor * k_set = nullptr;
+    ggml_tensor * v_set = nullptr;
+    bool          k_cache_only = false;  // as rope_qkv's: nothing but k_set reads K's rotated rows
+    bool          keep[3] = {true, true, true};
+};
+bool norm_mul_mat_rope_ok(const ggml_tensor * mul, ggml_tensor * const * mms, int n, const QkvRope & r);
+Status norm_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n,
+                    const QkvRope * rope = nullptr);
 
 } // namespace standin::kernels::cuda

@@ -19,6 +19,7 @@
 #include "ggml.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mm_plan.h"
+#include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/weight_types.h"
 #include "kernels/kernel.h"
 
@@ -157,6 +158,43 @@ struct RowAdd {
     int64_t      src_nb1 = 0, dst_nb1 = 0;
 };
 
+// Note [rope epilogue]
+// Decoding runs Q/K/V as one grouped mat-vec and then, in one launch of its
+// own, Q's and K's ROPE with the cache writes of K and V (rope_qkv). The
+// rotation pairs channels 2j and 2j + 1 of a head (NORMAL mode), which are two
+// consecutive weight rows, and the mat-vecs hold consecutive rows in one warp
+// (RW even; with R > 1 warps, in neighbouring lanes of the first): so the
+// epilogue that stores the row sums can rotate them as well, and write Q's
+// rotated rows, K's rotated rows and their cache row, and V's cache row,
+// where the ROPE and SET_ROWS nodes would. The angle and the rotation are
+// rope.cuh's, those of the ROPE kernel, so the bits are the same. A member's
+// own product is still written where another node reads it (write_dst).
+// One column only (decoding: the column is the position).
+struct RowRope {
+    enum Kind : int { none = 0, rotate = 1, copy = 2 };
+    int            kind = none;
+    bool           write_dst = true;  // the product's own result too
+    RopeArgs       ra{};
+    int64_t        head = 0;          // channels per head (rope ne0)
+    const int32_t * pos = nullptr;    // the column's position (pos[0])
+    const float *  ff = nullptr;      // frequency factors; null: none
+    char *         y = nullptr;       // the rotated result (F32, heads at y_nb1); null: not written
+    int64_t        y_nb1 = 0;
+    CacheOut       co{};              // cache row idx[0]: the member's rows in order; co.d null: none
+};
+
+// Row `row` of a RowRope member: its value v and its pair partner's (row ^ 1).
+__device__ __forceinline__ void rope_store(const RowRope & e, int64_t row, float v, float partner) {
+    const int64_t i1 = row / e.head, i0 = row % e.head;
+    float out = v;
+    if (e.kind == RowRope::rotate && i0 < 2 * rope_pairs(e.ra.rp)) {
+        const float2 cs = pair_cos_sin(e.ra, e.pos, 0, 1, e.ff, int(i0 / 2));
+        out = (i0 & 1) != 0 ? rope_second(partner, v, cs) : rope_first(v, partner, cs);
+    }
+    if (e.y != nullptr) *reinterpret_cast<float *>(e.y + i1 * e.y_nb1 + i0 * 4) = out;
+    if (char * c = cache_at(e.co, i0, i1, 0, e.head)) store_f(e.co.type, c, out);
+}
+
 // End of a mat-vec row group: the lanes' partial sums of RW consecutive rows
 // by NC columns (acc[r * NC + c]) -> dst (row r, column c at
 // drow + r * 4 + c * d_nb1), and with a RowAdd (offset to the same first row)
@@ -164,26 +202,38 @@ struct RowAdd {
 // through `part`, kWarps x RW*NC floats of shared memory, and a barrier every
 // warp of the block reaches; the first of the R writes); `live` is false for
 // warps past the last row.
-template <int NC, int R, int kWarps, int RW = 1>
+// With kRope (NC == 1, RW even; rope non-null), the rows' RowRope epilogue
+// too: `m` is the first row's index in its member (Note [rope epilogue]).
+template <int NC, int R, int kWarps, int RW = 1, bool kRope = false>
 __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], float (*part)[RW * NC], bool live,
-                                               int ncols, char * drow, int64_t d_nb1, const RowAdd & add = {}) {
+                                               int ncols, char * drow, int64_t d_nb1, const RowAdd & add = {},
+                                               const RowRope * rope = nullptr, int64_t m = 0) {
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
     constexpr int kOut = RW * NC;
     static_assert(kOut <= 32, "one lane per output");
     static_assert(kWarps % R == 0, "whole groups of warps");
+    static_assert(!kRope || (NC == 1 && RW % 2 == 0), "rotation pairs are two rows of one column");
     auto put = [&](int o, float s) {
         const int r = o / NC, c = o % NC;
-        *reinterpret_cast<float *>(drow + r * 4 + c * d_nb1) = s;
+        if (!kRope || rope->write_dst) *reinterpret_cast<float *>(drow + r * 4 + c * d_nb1) = s;
         if (add.dst != nullptr) {
             const float x = *reinterpret_cast<const float *>(add.src + r * 4 + c * add.src_nb1);
             *reinterpret_cast<float *>(add.dst + r * 4 + c * add.dst_nb1) = s + x;
         }
     };
     if constexpr (R == 1) {
+        float sums[kOut];
 #pragma unroll
         for (int o = 0; o < kOut; ++o) {
-            const float s = warp_sum(acc[o]);
-            if (lane == 0 && live && o % NC < ncols) put(o, s);
+            sums[o] = warp_sum(acc[o]);
+            if (lane == 0 && live && o % NC < ncols) put(o, sums[o]);
+        }
+        if constexpr (kRope) {
+            // Every lane holds every sum: lane r stores row r.
+#pragma unroll
+            for (int o = 0; o < kOut; ++o) {
+                if (lane == o && live && rope->kind != RowRope::none) rope_store(*rope, m + o, sums[o], sums[o ^ 1]);
+            }
         }
     } else {
 #pragma unroll
@@ -192,11 +242,17 @@ __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], floa
             if (lane == 0) part[warp][o] = s;
         }
         __syncthreads();
-        if (warp % R == 0 && lane < kOut && lane % NC < ncols && live) {
+        if (warp % R == 0) {
             float s = 0.0f;
+            if (lane < kOut) {
 #pragma unroll
-            for (int w = 0; w < R; ++w) s += part[warp + w][lane];
-            put(lane, s);
+                for (int w = 0; w < R; ++w) s += part[warp + w][lane];
+            }
+            if (lane < kOut && lane % NC < ncols && live) put(lane, s);
+            if constexpr (kRope) {
+                const float partner = __shfl_xor_sync(0xffffffffu, s, 1);  // lane r ^ 1: row r ^ 1
+                if (lane < kOut && live && rope->kind != RowRope::none) rope_store(*rope, m + lane, s, partner);
+            }
         }
         __syncthreads();  // `part` is reused by the next matrix
     }
@@ -225,6 +281,7 @@ struct Q8Args {
     int64_t        d_nb1, d_nb2, d_nb3;
     int64_t        K, M, N, ne12, ne13, r2, r3;
     RowAdd         add;  // a fused ADD (dst is one matrix: ne12 = ne13 = 1); add.dst null: none
+    RowRope        rope;  // Note [rope epilogue]; rope.kind none: none
     bool           early = false;  // a may be read before pdl_wait (weights_fixed)
     // MUL_MAT_ID (mul_mat_id_q8): matrix (i12, i13) is the pair (slot e, token
     // t), one column each, with the weights of expert ids[e, t] (a_nb2 per
@@ -238,6 +295,7 @@ struct Q8Args {
 constexpr int kMaxGroup = 4;
 struct Q8Group {
     int     n;
+    bool    rope;  // a member has a RowRope epilogue (the launch takes the kernels that have it)
     int64_t rows;
     int64_t row0[kMaxGroup];
     Q8Args  m[kMaxGroup];
@@ -315,8 +373,10 @@ Status mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
                       const ggml_tensor * add = nullptr);
 // The same with src1 already quantized (codes q, scales ds as quantize_y
 // lays them out), e.g. by the fused RMS_NORM x MUL that produced it.
+// `ropes` (null: none), one per node: the RowRope epilogue of each
+// (norm_mul_mat with a QkvRope).
 void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add,
-                        const int8_t * q, const float2 * ds);
+                        const int8_t * q, const float2 * ds, const RowRope * ropes = nullptr);
 // MUL_MAT_ID through the integer mat-vecs, one (slot, token) pair per matrix:
 // whether they take its experts (q8_id_applies: the weight checks of
 // q8_applies), and the product (out_of_memory: no scratch memory, logged).

@@ -48,7 +48,7 @@ constexpr int kMinBlocks = 8;
 
 template <int T> constexpr uint32_t kRingBytes = uint32_t(kWarps) * kSteps * kRows * Q8Fmt<T>::kStepBytes;
 
-template <int T>
+template <int T, bool kRope>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) mmv_bulk_kernel(const __grid_constant__ Q8Group g) {
     constexpr int RW = kRows, D = kSteps;
     using F = Q8Fmt<T>;
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) mmv_bulk_kernel(const
         add.src += m * 4;
         add.dst += m * 4;
     }
-    store_row_sums<1, 1, kWarps, RW>(acc, part_sums, live, 1, p.d + m * 4, p.d_nb1, add);
+    store_row_sums<1, 1, kWarps, RW, kRope>(acc, part_sums, live, 1, p.d + m * 4, p.d_nb1, add, &p.rope, m);
 }
 
 // The copies and their barriers exist from sm_90 on (bulk_copy.cuh compiles
@@ -148,7 +148,12 @@ constexpr bool every_target_copies() {
 template <int T> void launch_bulk(const Q8Group & g, cudaStream_t st) {
     static_assert(kRingBytes<T> <= 48u * 1024u, "the ring fits the default dynamic shared memory");
     const dim3 grid(unsigned((g.rows / kRows + kWarps - 1) / kWarps));
-    launch(mmv_bulk_kernel<T>, grid, dim3(kWarps * 32), kRingBytes<T>, st, g);
+    // The RowRope epilogue in an instance of its own (Note [rope epilogue]).
+    if (g.rope) {
+        launch(mmv_bulk_kernel<T, true>, grid, dim3(kWarps * 32), kRingBytes<T>, st, g);
+    } else {
+        launch(mmv_bulk_kernel<T, false>, grid, dim3(kWarps * 32), kRingBytes<T>, st, g);
+    }
 }
 
 } // namespace

@@ -86,7 +86,7 @@ template <int T> constexpr int kIdMinBlocks = T == GGML_TYPE_Q8_0 ? kMinBlocks<1
 // or kWarps), kWarps / R row groups per block. Step s of a row group is its
 // blocks 32 s .. 32 s + 31 (Note [lane per block]); the warps of a group take
 // every R-th step.
-template <int T, int NC, int R, int RW, int MB = kMinBlocks<NC, RW>>
+template <int T, int NC, int R, int RW, int MB = kMinBlocks<NC, RW>, bool kRope = false>
 __global__ void __launch_bounds__(kWarps * 32, MB) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
     __shared__ float part_sums[kWarps][RW * NC];
@@ -150,8 +150,9 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_q8_kernel(const __grid_co
             add.src += m * 4;
             add.dst += m * 4;
         }
-        store_row_sums<NC, R, kWarps, RW>(acc, part_sums, live, ncols,
-                                          p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, p.d_nb1, add);
+        store_row_sums<NC, R, kWarps, RW, kRope>(acc, part_sums, live, ncols,
+                                                 p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, p.d_nb1, add,
+                                                 &p.rope, m);
     }
 }
 
@@ -159,6 +160,12 @@ template <int T, int NC, int R, int RW, int MB = kMinBlocks<NC, RW>>
 void launch_q8_k(const Q8Group & g, cudaStream_t st) {
     constexpr int kGroups = kWarps / R;  // row groups per block
     const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
+    // The RowRope epilogue in an instance of its own: the other launches
+    // keep the kernel without it (no registers spent on it).
+    if constexpr (NC == 1 && RW % 2 == 0) {
+        if (g.rope) return launch(mmv_q8_kernel<T, NC, R, RW, MB, true>, grid, dim3(kWarps * 32), 0, st, g);
+    }
+    SI_ASSERT_MSG(!g.rope, "a RowRope epilogue reached a mat-vec without it (q8_rope_ok admits one column, rows in pairs)");
     launch(mmv_q8_kernel<T, NC, R, RW, MB>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
@@ -259,7 +266,15 @@ bool k_block_rows(ggml_type t, const Q8Group & g) {
     return true;
 }
 
+// The weight types whose one-column launches take the RowRope epilogue: the
+// 32-element formats, which always go by launch_q8_t (two rows per warp).
+bool rope_type(ggml_type t) {
+    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1 ||
+           t == GGML_TYPE_Q8_0;
+}
+
 void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
+    SI_ASSERT_MSG(!g.rope || rope_type(t), "a RowRope epilogue for a weight type whose mat-vec has none");
     switch (t) {
         case GGML_TYPE_Q4_0: launch_q8_t<GGML_TYPE_Q4_0>(g, st); break;
         case GGML_TYPE_Q4_1: launch_q8_t<GGML_TYPE_Q4_1>(g, st); break;
@@ -403,7 +418,7 @@ Status mul_mat_q8_group(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
 }
 
 void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nodes, int n, const ggml_tensor * add,
-                        const int8_t * q, const float2 * ds) {
+                        const int8_t * q, const float2 * ds, const RowRope * ropes) {
     const ggml_tensor * b = nodes[0]->src[1];
     cudaStream_t st = stream.begin_launch();
     // Consecutive members of one weight type share a launch, kMaxGroup at most.
@@ -419,6 +434,10 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
                 const ggml_tensor * other = add->src[0] == nodes[i] ? add->src[1] : add->src[0];
                 g.m[g.n].add = RowAdd{static_cast<const char *>(other->data), static_cast<char *>(add->data),
                                       int64_t(other->nb[1]), int64_t(add->nb[1])};
+            }
+            if (ropes != nullptr && ropes[i].kind != RowRope::none) {
+                g.m[g.n].rope = ropes[i];
+                g.rope = true;
             }
             rows += g.m[g.n].M;
             ++g.n;
@@ -454,13 +473,104 @@ bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm) {
            ggml_is_contiguous(mul) && plan::choose(mm::problem_for(mm->src[0], mul, 1)).path == plan::Path::vec_int;
 }
 
-Status norm_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n) {
+namespace {
+
+bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
+    const char * pa = static_cast<const char *>(a->data);
+    const char * pb = static_cast<const char *>(b->data);
+    return pa < pb + ggml_nbytes(b) && pb < pa + ggml_nbytes(a);
+}
+
+// The member of mms whose result `t` is, or is a view of; -1: none.
+int member_of(ggml_tensor * const * mms, int n, const ggml_tensor * t) {
+    const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;
+    for (int i = 0; i < n; ++i) {
+        if (mms[i] == base && (t == base || t->view_offs == 0)) return i;
+    }
+    return -1;
+}
+
+// A ROPE the epilogue can do: NORMAL pairs from channel 0, one position, F32
+// rows of whole heads over the product's rows in order.
+bool epilogue_rope(const ggml_tensor * rope, const ggml_tensor * mm) {
+    RopeArgs ra;
+    return rope_args_of(rope, ra) && rope->op == GGML_OP_ROPE && ra.rp.mode == num::kRopeNormal &&
+           ra.rp.n_offs == 0 && rope->type == GGML_TYPE_F32 && ggml_is_contiguous(rope) && rope->ne[2] == 1 &&
+           rope->ne[3] == 1 && rope->ne[0] * rope->ne[1] == mm->ne[0] && ggml_nelements(mm) == mm->ne[0] &&
+           ggml_is_contiguous(rope->src[0]) && rope->src[1]->type == GGML_TYPE_I32 &&
+           (rope->src[2] == nullptr || rope->src[2]->type == GGML_TYPE_F32);
+}
+
+} // namespace
+
+bool norm_mul_mat_rope_ok(const ggml_tensor * mul, ggml_tensor * const * mms, int n, const QkvRope & r) {
+    if (n != 3 || mul->ne[1] != 1 || ggml_nrows(mul) != 1 ||
+        !rope_qkv_ok(r.q, r.k, r.k_set, r.v_set, r.k_cache_only)) {
+        return false;
+    }
+    const int iq = member_of(mms, n, r.q->src[0]), ik = member_of(mms, n, r.k->src[0]);
+    const int iv = member_of(mms, n, r.v_set->src[0]);
+    if (iq < 0 || ik < 0 || iv < 0 || iq == ik || iq == iv || ik == iv) return false;
+    for (int i = 0; i < n; ++i) {
+        const ggml_tensor * w = mms[i]->src[0];
+        if (!mm::rope_type(w->type) || w->ne[1] % 2 != 0 || mms[i]->ne[1] != 1) return false;
+    }
+    const ggml_tensor * v = r.v_set->src[0];
+    if (!epilogue_rope(r.q, mms[iq]) || !epilogue_rope(r.k, mms[ik]) || v->ne[0] != mms[iv]->ne[0] ||
+        v->ne[1] != 1 || ggml_nelements(mms[iv]) != mms[iv]->ne[0]) {
+        return false;
+    }
+    // rope_qkv_ok checked what the rotations and cache writes write against
+    // each other and what they read; the products' own results that are
+    // still written must not meet any of those either.
+    const ggml_tensor * writes[] = {r.q, r.k_set, r.v_set, r.k_cache_only ? nullptr : r.k};
+    const ggml_tensor * reads[] = {r.q->src[1], r.q->src[2], r.k->src[1], r.k->src[2], r.k_set->src[1],
+                                   r.v_set->src[1]};
+    for (int i = 0; i < n; ++i) {
+        if (!r.keep[i]) continue;
+        for (const ggml_tensor * w : writes) {
+            if (w != nullptr && overlaps(mms[i], w)) return false;
+        }
+        for (const ggml_tensor * x : reads) {
+            if (x != nullptr && overlaps(mms[i], x)) return false;
+        }
+    }
+    return true;
+}
+
+Status norm_mul_mat(rt::cuda::CudaStream & stream, ggml_tensor * norm, ggml_tensor * mul, ggml_tensor * const * mms, int n,
+                    const QkvRope * rope) {
     auto & cs = stream;
+    mm::RowRope ropes[3];
+    if (rope != nullptr) {
+        SI_ASSERT_MSG(n == 3, "norm_mul_mat_rope_ok admits Q, K and V");
+        const int iq = member_of(mms, n, rope->q->src[0]), ik = member_of(mms, n, rope->k->src[0]);
+        const int iv = member_of(mms, n, rope->v_set->src[0]);
+        const auto rotation = [&](const ggml_tensor * r, int i, mm::RowRope & e) {
+            e.kind = mm::RowRope::rotate;
+            const bool ok = rope_args_of(r, e.ra);
+            SI_ASSERT_MSG(ok, "norm_mul_mat_rope_ok admits this ROPE");
+            e.head = r->ne[0];
+            e.pos = static_cast<const int32_t *>(r->src[1]->data);
+            e.ff = r->src[2] != nullptr ? static_cast<const float *>(r->src[2]->data) : nullptr;
+            e.y = static_cast<char *>(r->data);
+            e.y_nb1 = int64_t(r->nb[1]);
+            e.write_dst = rope->keep[i];
+        };
+        rotation(rope->q, iq, ropes[iq]);
+        rotation(rope->k, ik, ropes[ik]);
+        if (rope->k_cache_only) ropes[ik].y = nullptr;
+        ropes[ik].co = cache_out_of(rope->k_set);
+        ropes[iv].kind = mm::RowRope::copy;
+        ropes[iv].head = mms[iv]->ne[0];  // the whole row, one "head"
+        ropes[iv].co = cache_out_of(rope->v_set);
+        ropes[iv].write_dst = rope->keep[iv];
+    }
     cudaStream_t st = cs.begin_launch();
     mm::QuantizedY y = mm::reserve_y(cs, mul->ne[0], ggml_nrows(mul), st);
     if (!y.ok) return Status::out_of_memory;
     const Status ok = rms_norm_mul_quant(stream, norm, mul, y.q, y.ds);
-    if (ok) mm::mul_mat_q8_group_y(cs, mms, n, nullptr, y.q, y.ds);
+    if (ok) mm::mul_mat_q8_group_y(cs, mms, n, nullptr, y.q, y.ds, rope != nullptr ? ropes : nullptr);
     mm::release(y, st);
     return ok;
 }

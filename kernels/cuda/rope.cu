@@ -29,10 +29,10 @@
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o ROPE (ROPE_BACK), and
 // ROPE_SET_ROWS (the fused pair)
-#include "kernels/common/rope.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/limits.h"
+#include "kernels/cuda/rope.cuh"
 
 namespace standin::kernels::cuda {
 
@@ -41,70 +41,11 @@ namespace {
 constexpr int kBlock = 256;
 constexpr int64_t kFillBlocks = 256;  // positions below this take rope_pair_kernel
 
-struct RopeArgs {
-    num::RopeParams rp;
-    float corr[2];
-    float theta_scale;
-    float sin_sign;
-    bool  copy_rest;  // dst is not src: channels outside the window are copied
-};
-
-// The cache rows of a fused SET_ROWS: row i2 of the rotated tensor (all its
-// heads, ne0 * ne1 values) goes to cache row idx[i2]; none when d is null.
-struct CacheOut {
-    char *       d = nullptr;
-    int64_t      row_nb = 0;   // bytes between cache rows
-    int64_t      rows = 0;     // cache rows (an index outside is skipped, as SET_ROWS does)
-    int          type = 0;     // F32 or F16
-    const char * idx = nullptr;
-    int64_t      idx_nb = 0;
-    bool         idx64 = true;
-};
-
-// Where element i0 of head i1 at position i2 goes in the cache; null: nowhere.
-__device__ __forceinline__ char * cache_at(const CacheOut & co, int64_t i0, int64_t i1, int64_t i2, int64_t ne0) {
-    if (co.d == nullptr) return nullptr;
-    const char * p = co.idx + i2 * co.idx_nb;
-    const int64_t row = co.idx64 ? *reinterpret_cast<const int64_t *>(p) : int64_t(*reinterpret_cast<const int32_t *>(p));
-    if (row < 0 || row >= co.rows) return nullptr;
-    return co.d + row * co.row_nb + (i1 * ne0 + i0) * (co.type == GGML_TYPE_F32 ? 4 : 2);
-}
-
 // Stores v at y, and into the cache when there is one.
 __device__ __forceinline__ void store_both(const Shape & d, char * y, const CacheOut & co, int64_t i0, int64_t i1,
                                            int64_t i2, float v) {
     store_f(d.type, y + i0 * d.nb[0], v);
     if (char * c = cache_at(co, i0, i1, i2, d.ne[0])) store_f(co.type, c, v);
-}
-
-// Pairs of one row: n_dims / 2, or n_dims in VISION mode (all of dim 0).
-__host__ __device__ inline int64_t rope_pairs(const num::RopeParams & rp) {
-    return rp.mode == num::kRopeVision ? rp.n_dims : rp.n_dims / 2;
-}
-
-// cos and sin (times the sign) of pair k at position i2: the angle is the
-// position multiplied by theta_scale k times in sequence (or replayed per
-// section in VISION mode), the float operations of rope_cache_fill.
-__device__ __forceinline__ float2 pair_cos_sin(const RopeArgs & ra, const int32_t * pos, int64_t i2, int64_t ne2,
-                                               const float * ff, int k) {
-    const num::RopeParams & rp = ra.rp;
-    float theta;
-    if (rp.mode == num::kRopeVision) {
-        const float p[4] = {float(pos[i2]), float(pos[i2 + ne2]), float(pos[i2 + 2 * ne2]), float(pos[i2 + 3 * ne2])};
-        theta = num::rope_vision_theta(rp, p, ra.theta_scale, k);
-    } else {
-        int stream = 0;
-        if (num::rope_is_mrope(rp.mode)) {
-            const int sect_dims = rp.sections[0] + rp.sections[1] + rp.sections[2] + rp.sections[3];
-            stream = num::rope_mrope_stream(k % sect_dims, rp.sections, rp.mode == num::kRopeImrope);
-        }
-        theta = float(pos[i2 + ne2 * stream]);
-        for (int j = 0; j < k; ++j) theta *= ra.theta_scale;
-    }
-    const float f = ff != nullptr ? ff[k] : 1.0f;
-    float c, s;
-    num::rope_yarn(theta / f, rp.freq_scale, ra.corr, 2 * k, rp.ext_factor, rp.attn_factor, &c, &s);
-    return make_float2(c, s * ra.sin_sign);
 }
 
 // cache[2k], cache[2k+1] = cos, sin of pair k (k < rope_pairs).
@@ -137,11 +78,11 @@ __global__ void rope_kernel(Shape d, Shape a, char * dd, const char * ad, const 
                 char * y = row_at(dd, d, i1, i2, i3);
                 const int64_t ic = rp.n_offs + (normal ? 2 * k : k);
                 const int64_t off = normal ? 1 : npairs;
-                const float c = cache[2 * k], s = cache[2 * k + 1];
                 const float x0 = load_f(a.type, x + ic * a.nb[0]);
                 const float x1 = load_f(a.type, x + (ic + off) * a.nb[0]);
-                store_both(d, y, co, ic, i1, i2, x0 * c - x1 * s);
-                store_both(d, y, co, ic + off, i1, i2, x0 * s + x1 * c);
+                const float2 cs = make_float2(cache[2 * k], cache[2 * k + 1]);
+                store_both(d, y, co, ic, i1, i2, rope_first(x0, x1, cs));
+                store_both(d, y, co, ic + off, i1, i2, rope_second(x0, x1, cs));
             }
             if (ra.copy_rest || co.d != nullptr) {  // in place, the cache still needs the rest
                 const int64_t rest = ne0 - rotated;
@@ -220,8 +161,8 @@ __global__ void rope_pair_kernel(const __grid_constant__ RopeJobs jobs) {
             const float x0 = load_f(a.type, x + ic * a.nb[0]);
             const float x1 = load_f(a.type, x + (ic + off) * a.nb[0]);
             const float2 cs = pair_cos_sin(jb.ra, jb.pos, i2, ne2, jb.ff, j);
-            put(ic, x0 * cs.x - x1 * cs.y);
-            put(ic + off, x0 * cs.y + x1 * cs.x);
+            put(ic, rope_first(x0, x1, cs));
+            put(ic + off, rope_second(x0, x1, cs));
         } else {
             const int jr = j - npairs, i0 = jr < rp.n_offs ? jr : jr + rotated;
             put(i0, load_f(a.type, x + i0 * a.nb[0]));
@@ -229,8 +170,8 @@ __global__ void rope_pair_kernel(const __grid_constant__ RopeJobs jobs) {
     }
 }
 
-// The rotation's parameters from a ROPE / ROPE_BACK node; false for what the
-// support predicate (op_table.cpp) refuses.
+} // namespace
+
 bool rope_args_of(const ggml_tensor * node, RopeArgs & ra) {
     const ggml_tensor * src = node->src[0];
     if ((node->type != GGML_TYPE_F32 && node->type != GGML_TYPE_F16) || src->type != node->type) {
@@ -250,6 +191,8 @@ bool rope_args_of(const ggml_tensor * node, RopeArgs & ra) {
     ra.copy_rest = !same;
     return true;
 }
+
+namespace {
 
 // A ROPE node (with the cache rows of a fused SET_ROWS, co) as a pair-kernel
 // job; false when it is not a decoding-sized one (the per-position kernel's).
@@ -284,6 +227,8 @@ void launch_jobs(rt::cuda::CudaStream & stream, RopeJobs & jobs) {
     SI_CUDA_LAUNCH_CHECK();
 }
 
+} // namespace
+
 CacheOut cache_out_of(const ggml_tensor * set_rows) {
     const ggml_tensor * idx = set_rows->src[1];
     CacheOut co;
@@ -296,6 +241,8 @@ CacheOut cache_out_of(const ggml_tensor * set_rows) {
     co.idx64 = idx->type == GGML_TYPE_I64;
     return co;
 }
+
+namespace {
 
 Status rope_launch(rt::cuda::CudaStream & stream, ggml_tensor * node, const CacheOut & co) {
     const ggml_tensor * src = node->src[0];
