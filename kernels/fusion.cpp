@@ -50,18 +50,6 @@ bool can_hoist(ggml_tensor * const * nodes, int pos, int j) {
 }
 
 #ifdef STANDIN_WITH_CUDA
-// Whether `reader` is all that reads t: through its src[0], a chain of views
-// each read only by the next (or t itself), none of them a graph output.
-bool feeds_only(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * reader, UseCount uses) {
-    if (uses == nullptr) return false;
-    for (const ggml_tensor * cur = reader->src[0]; cur != t; cur = cur->src[0]) {
-        if (cur == nullptr || !is_view_op(cur->op) || (cur->flags & GGML_TENSOR_FLAG_OUTPUT) != 0 || uses(g, cur) != 1) {
-            return false;
-        }
-    }
-    return (t->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && uses(g, t) == 1;
-}
-
 // Decoding's ROPE (Q), ROPE (K), SET_ROWS (K), SET_ROWS (V) right after
 // position `last`, every one on this device: their graph position of the
 // last, or -1. keep[i]: whether mms[i]'s own result has other readers.
@@ -225,6 +213,16 @@ bool read_only_by(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * se
     const ggml_tensor * view = set->src[0];
     return uses != nullptr && (t->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && view != nullptr && view->view_src == t &&
            view->src[0] == t && (view->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && uses(g, t) == 1 && uses(g, view) == 1;
+}
+
+bool feeds_only(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * reader, UseCount uses) {
+    if (uses == nullptr) return false;
+    for (const ggml_tensor * cur = reader->src[0]; cur != t; cur = cur->src[0]) {
+        if (cur == nullptr || !is_view_op(cur->op) || (cur->flags & GGML_TENSOR_FLAG_OUTPUT) != 0 || uses(g, cur) != 1) {
+            return false;
+        }
+    }
+    return (t->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && uses(g, t) == 1;
 }
 
 int order_for_fusion(rt::Kind kind, ggml_tensor ** nodes, int n_nodes) {

@@ -70,6 +70,10 @@ using UseCount = int (*)(const ggml_cgraph * graph, const ggml_tensor * node);
 // all that reads t, so a fused launch need not write t itself.
 bool read_only_by(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * set, UseCount uses);
 
+// Whether `reader` is all that reads t, through its src[0]: t itself or a
+// chain of views each read only by the next; none of them a graph output.
+bool feeds_only(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * reader, UseCount uses);
+
 // The next node after position i that has work, or -1.
 int next_work(ggml_cgraph * g, int i);
 

@@ -134,7 +134,8 @@ TEST(Fusion, OnlyWeightProductsOfOneSrc1Move) {
 struct DecodeBlock {
     Graph gr;
     ggml_tensor *q = nullptr, *k = nullptr, *k_set = nullptr, *v_set = nullptr;
-    explicit DecodeBlock(bool k_read_elsewhere = false) {
+    ggml_tensor *cur = nullptr, *qm = nullptr, *km = nullptr, *vm = nullptr;  // the norm's result, the products
+    explicit DecodeBlock(bool k_read_elsewhere = false, int rope_mode = 0) {
         const int64_t d = 128, n_head = 8, n_kv = 2, n_embd = d * n_head, n_gqa = d * n_kv, n_ctx = 64;
         ggml_context * c = gr.ctx;
         ggml_tensor * x = named(ggml_new_tensor_2d(c, GGML_TYPE_F32, n_embd, 1), "x");
@@ -144,15 +145,15 @@ struct DecodeBlock {
         ggml_tensor * kc = named(ggml_new_tensor_3d(c, GGML_TYPE_F16, n_gqa, n_ctx, 1), "cache_k");
         ggml_tensor * vc = named(ggml_new_tensor_3d(c, GGML_TYPE_F16, n_gqa, n_ctx, 1), "cache_v");
         for (ggml_tensor * t : {x, g, pos, idx, kc, vc}) ggml_set_input(t);
-        ggml_tensor * cur = named(ggml_mul(c, ggml_rms_norm(c, x, 1e-5f), g), "norm_mul");
-        ggml_tensor * qm = named(ggml_mul_mat(c, gr.weight("wq", n_embd, n_embd), cur), "q");
-        ggml_tensor * km = named(ggml_mul_mat(c, gr.weight("wk", n_embd, n_gqa), cur), "k");
-        ggml_tensor * vm = named(ggml_mul_mat(c, gr.weight("wv", n_embd, n_gqa), cur), "v");
+        cur = named(ggml_mul(c, ggml_rms_norm(c, x, 1e-5f), g), "norm_mul");
+        qm = named(ggml_mul_mat(c, gr.weight("wq", n_embd, n_embd), cur), "q");
+        km = named(ggml_mul_mat(c, gr.weight("wk", n_embd, n_gqa), cur), "k");
+        vm = named(ggml_mul_mat(c, gr.weight("wv", n_embd, n_gqa), cur), "v");
         ggml_tensor * v = ggml_reshape_3d(c, vm, d, n_kv, 1);
-        q = named(ggml_rope_ext(c, ggml_reshape_3d(c, qm, d, n_head, 1), pos, nullptr, int(d), 0, 4096, 10000.0f,
-                                1.0f, 0.0f, 1.0f, 32.0f, 1.0f), "q_rope");
-        k = named(ggml_rope_ext(c, ggml_reshape_3d(c, km, d, n_kv, 1), pos, nullptr, int(d), 0, 4096, 10000.0f,
-                                1.0f, 0.0f, 1.0f, 32.0f, 1.0f), "k_rope");
+        q = named(ggml_rope_ext(c, ggml_reshape_3d(c, qm, d, n_head, 1), pos, nullptr, int(d), rope_mode, 4096,
+                                10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f), "q_rope");
+        k = named(ggml_rope_ext(c, ggml_reshape_3d(c, km, d, n_kv, 1), pos, nullptr, int(d), rope_mode, 4096,
+                                10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f), "k_rope");
         ggml_build_forward_expand(gr.g, q);
         ggml_build_forward_expand(gr.g, v);
         ggml_build_forward_expand(gr.g, k);
@@ -228,3 +229,87 @@ TEST(Fusion, CacheOnlyWhenNothingElseReadsK) {
     // Q's result has no cache write reading it through a view.
     EXPECT_FALSE(standin::kernels::read_only_by(only.gr.g, only.q, only.k_set, scan_uses));
 }
+
+// What the products' results feed: Q's and K's only their ROPE (through one
+// reshape), V's only its cache write (through two views); an extra reader of
+// a view or of the product, or no counts, and they no longer do.
+TEST(Fusion, ProductsFeedOnlyTheirRopeOrCacheWrite) {
+    using standin::kernels::feeds_only;
+    DecodeBlock b;
+    ggml_cgraph * g = b.gr.g;
+    EXPECT_TRUE(feeds_only(g, b.qm, b.q, scan_uses));
+    EXPECT_TRUE(feeds_only(g, b.km, b.k, scan_uses));
+    EXPECT_TRUE(feeds_only(g, b.vm, b.v_set, scan_uses));
+    EXPECT_FALSE(feeds_only(g, b.vm, b.q, scan_uses));
+    EXPECT_FALSE(feeds_only(g, b.qm, b.k, scan_uses));
+    EXPECT_FALSE(feeds_only(g, b.qm, b.q, nullptr));
+    ggml_build_forward_expand(g, named(ggml_sum(b.gr.ctx, b.vm), "reader_vm"));
+    EXPECT_FALSE(feeds_only(g, b.vm, b.v_set, scan_uses));
+    ggml_build_forward_expand(g, named(ggml_sum(b.gr.ctx, b.q->src[0]), "reader_q_view"));
+    EXPECT_FALSE(feeds_only(g, b.qm, b.q, scan_uses));
+}
+
+#ifdef STANDIN_WITH_CUDA
+// The Q/K/V products take their ROPE and cache writes in their epilogue
+// (Note [rope epilogue]) when laid out as llama's decoding graph is; not for
+// NEOX pairs (channels j and j + d/2: two warps), not for a weight type
+// whose mat-vec has no epilogue, not when a product's result still written
+// would share memory with a rotated result or a cache.
+TEST(Fusion, DecodeQkvRopeInTheProductEpilogue) {
+    using standin::kernels::cuda::norm_mul_mat_rope_ok;
+    using standin::kernels::cuda::QkvRope;
+    const auto prepare = [](DecodeBlock & b, ggml_gallocr_t galloc) {
+        b.gr.reorder();
+        return ggml_gallocr_alloc_graph(galloc, b.gr.g);
+    };
+    const auto request = [](const DecodeBlock & b) {
+        QkvRope r;
+        r.q = b.q;
+        r.k = b.k;
+        r.k_set = b.k_set;
+        r.v_set = b.v_set;
+        r.k_cache_only = true;
+        for (bool & keep : r.keep) keep = false;
+        return r;
+    };
+    ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    DecodeBlock b;
+    ASSERT_TRUE(prepare(b, galloc));
+    ggml_backend_buffer_t weights = ggml_backend_alloc_ctx_tensors_from_buft(b.gr.ctx, ggml_backend_cpu_buffer_type());
+    ggml_tensor * mms[3] = {b.qm, b.km, b.vm};
+    QkvRope r = request(b);
+    EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    ggml_tensor * swapped[3] = {b.vm, b.qm, b.km};  // the members in any order
+    EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, swapped, 3, r));
+    EXPECT_FALSE(norm_mul_mat_rope_ok(b.cur, mms, 2, r));
+    // V's product still written, over K's cache: refused; elsewhere: fine.
+    r.keep[2] = true;
+    EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    void * v_data = b.vm->data;
+    b.vm->data = b.k_set->data;
+    EXPECT_FALSE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    b.vm->data = v_data;
+    // Q's product still written where Q's rotated result goes (a ROPE in place).
+    r.keep[0] = true;
+    void * q_data = b.q->data;
+    b.q->data = b.qm->data;
+    EXPECT_FALSE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    r.keep[0] = false;
+    EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    b.q->data = q_data;
+    // A weight type without the epilogue.
+    b.km->src[0]->type = GGML_TYPE_IQ4_NL;
+    EXPECT_FALSE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    b.km->src[0]->type = GGML_TYPE_Q4_K;
+    EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    ggml_backend_buffer_free(weights);
+
+    DecodeBlock neox(false, GGML_ROPE_TYPE_NEOX);
+    ASSERT_TRUE(prepare(neox, galloc));
+    weights = ggml_backend_alloc_ctx_tensors_from_buft(neox.gr.ctx, ggml_backend_cpu_buffer_type());
+    ggml_tensor * neox_mms[3] = {neox.qm, neox.km, neox.vm};
+    EXPECT_FALSE(norm_mul_mat_rope_ok(neox.cur, neox_mms, 3, request(neox)));
+    ggml_backend_buffer_free(weights);
+    ggml_gallocr_free(galloc);
+}
+#endif
