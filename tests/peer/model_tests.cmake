@@ -130,6 +130,20 @@ add_test(NAME model.logits.tiny_q4_0.host
 set_tests_properties(model.logits.tiny_q4_0.host PROPERTIES LABELS model TIMEOUT 300
     FIXTURES_REQUIRED "model_tiny_q4_0;logits_tiny_q4_0")
 
+# Fused against unfused decoding on STANDIN_CUDA0, the same bits
+# (tests/peer/fused_bits.sh; skipped where there is no CUDA device).
+macro(fused_bits_test type)
+    add_test(NAME model.logits.tiny_${type}.cuda_fused_bits
+             COMMAND ${HERE}/if_device.sh ${STANDIN} ${PLUGIN} STANDIN_CUDA0
+                     ${HERE}/fused_bits.sh ${STANDIN} ${PLUGIN} ${MODELS}/tiny-${type}.gguf STANDIN_CUDA0
+                     ${MODELS}/tiny-${type}.cuda)
+    set_tests_properties(model.logits.tiny_${type}.cuda_fused_bits PROPERTIES LABELS "model;gpu" TIMEOUT 300
+        SKIP_RETURN_CODE 77 FIXTURES_REQUIRED model_tiny_${type}
+        PASS_REGULAR_EXPRESSION "fused and unfused logits are the same bytes")
+endmacro()
+fused_bits_test(q8_0)
+fused_bits_test(q4_0)
+
 # Types `standin make-model` gets from the pinned tree's llama-quantize (an F16
 # file converted): Q4_K_M, whose mix of Q4_K and Q6_K the tool reads back from
 # the file, and IQ4_NL, multiplied on the host device in integer form
@@ -159,6 +173,7 @@ if(EXISTS ${BIN}/llama-quantize)
                          --compare ${MODELS}/tiny-${type}.cpu.logits --max-nmse 1e-3)
         set_tests_properties(model.logits.tiny_${type}.host PROPERTIES LABELS model TIMEOUT 300
             FIXTURES_REQUIRED "model_tiny_${type};logits_tiny_${type}")
+        fused_bits_test(${type})
     endforeach()
 else()
     message(STATUS "standin: no llama-quantize in ${BIN}: the K/IQ model tests are skipped")
