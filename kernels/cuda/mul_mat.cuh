@@ -309,6 +309,20 @@ __device__ __forceinline__ int group_member(const Q8Group & g, int64_t row) {
     }
     return j;
 }
+// The end of a Q8Group kernel's row group (RW rows from row m of member p):
+// a fused ADD's rows offset to the group's, and the sums stored
+// (store_row_sums, with the RowRope epilogue when kRope).
+template <int NC, int R, int kWarps, int RW, bool kRope = false>
+__device__ __forceinline__ void end_row_group(const Q8Args & p, const float (&acc)[RW * NC], float (*part)[RW * NC],
+                                              bool live, int ncols, char * drow, int64_t m) {
+    RowAdd add = p.add;
+    if (add.dst != nullptr) {
+        add.src += m * 4;
+        add.dst += m * 4;
+    }
+    store_row_sums<NC, R, kWarps, RW, kRope>(acc, part, live, ncols, drow, p.d_nb1, add, &p.rope, m);
+}
+
 // Matrix z of a launch (z < ne12 * ne13, which q8_applies and q8_id_applies
 // keep below 2^31): its indices, weight row m, first activation column, and whether its
 // sums are stored as computed. 32-bit index arithmetic: a 64-bit division is a

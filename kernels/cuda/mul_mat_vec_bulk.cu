@@ -122,12 +122,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) mmv_bulk_kernel(const
             if (has) step_dot<T, 1, RW>(w, a8, b, qa, da, nb, 1, acc);
         }
     }
-    RowAdd add = p.add;
-    if (add.dst != nullptr) {
-        add.src += m * 4;
-        add.dst += m * 4;
-    }
-    store_row_sums<1, 1, kWarps, RW, kRope>(acc, part_sums, live, 1, p.d + m * 4, p.d_nb1, add, &p.rope, m);
+    end_row_group<1, 1, kWarps, RW, kRope>(p, acc, part_sums, live, 1, p.d + m * 4, m);
 }
 
 // The copies and their barriers exist from sm_90 on (bulk_copy.cuh compiles

@@ -452,14 +452,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
 #pragma unroll
             for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         }
-        RowAdd add = p.add;
-        if (add.dst != nullptr) {
-            add.src += m * 4;
-            add.dst += m * 4;
-        }
-        store_row_sums<NC, R, kWarps, RW, kRope>(acc, part_sums, live, ncols,
-                                                 p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, p.d_nb1, add,
-                                                 &p.rope, m);
+        end_row_group<NC, R, kWarps, RW, kRope>(p, acc, part_sums, live, ncols,
+                                                p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, m);
     }
 }
 

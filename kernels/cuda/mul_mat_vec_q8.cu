@@ -145,14 +145,8 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_q8_kernel(const __grid_co
 #pragma unroll
             for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         }
-        RowAdd add = p.add;
-        if (add.dst != nullptr) {
-            add.src += m * 4;
-            add.dst += m * 4;
-        }
-        store_row_sums<NC, R, kWarps, RW, kRope>(acc, part_sums, live, ncols,
-                                                 p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, p.d_nb1, add,
-                                                 &p.rope, m);
+        end_row_group<NC, R, kWarps, RW, kRope>(p, acc, part_sums, live, ncols,
+                                                p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, m);
     }
 }
 
@@ -165,7 +159,7 @@ void launch_q8_k(const Q8Group & g, cudaStream_t st) {
     if constexpr (NC == 1 && RW % 2 == 0) {
         if (g.rope) return launch(mmv_q8_kernel<T, NC, R, RW, MB, true>, grid, dim3(kWarps * 32), 0, st, g);
     }
-    SI_ASSERT_MSG(!g.rope, "a RowRope epilogue reached a mat-vec without it (q8_rope_ok admits one column, rows in pairs)");
+    SI_ASSERT_MSG(!g.rope, "a RowRope epilogue reached a mat-vec without it (norm_mul_mat_rope_ok admits one column, rows in pairs)");
     launch(mmv_q8_kernel<T, NC, R, RW, MB>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
