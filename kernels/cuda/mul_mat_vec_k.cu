@@ -391,7 +391,7 @@ constexpr int kMinBlocks = NC > 1 || RW >= 4 || (RW == 2 && T == GGML_TYPE_Q5_K)
 // NC columns (one weight load serves them all); R warps per row group (1 or
 // kWarps). The warp's 4 lane groups take consecutive super-blocks; R warps
 // interleave along the row.
-template <int T, int NC, int R, int RW, bool kRope = false>
+template <int T, int NC, int R, int RW>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kernel(const __grid_constant__ Q8Group g) {
     using F = KFmt<T>;
     __shared__ float part_sums[kWarps][RW * NC];
@@ -452,19 +452,14 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kern
 #pragma unroll
             for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         }
-        end_row_group<NC, R, kWarps, RW, kRope>(p, acc, part_sums, live, ncols,
-                                                p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, m);
+        end_row_group<NC, R, kWarps, RW>(p, acc, part_sums, live, ncols,
+                                         p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, m);
     }
 }
 
 template <int T, int NC, int R, int RW> void launch_k(const Q8Group & g, cudaStream_t st) {
     constexpr int kGroups = kWarps / R;
     const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
-    // The RowRope epilogue in an instance of its own (Note [rope epilogue]).
-    if constexpr (NC == 1 && RW % 2 == 0) {
-        if (g.rope) return launch(mmv_k_kernel<T, NC, R, RW, true>, grid, dim3(kWarps * 32), 0, st, g);
-    }
-    SI_ASSERT_MSG(!g.rope, "a RowRope epilogue reached a K-format mat-vec without it");
     launch(mmv_k_kernel<T, NC, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
@@ -509,9 +504,7 @@ template <int T> void launch_k_t(const Q8Group & g, cudaStream_t st) {
     }
     const int64_t split = n_sb >= int64_t(kWarps) * kBlocksPerWarp ? kWarps : 1;
     int rw = KFmt<T>::kMaxRW;
-    // The RowRope epilogue pairs two rows of a warp: at least two.
-    const int min_rw = g.rope ? 2 : 1;
-    while (rw > min_rw && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarps)) rw /= 2;
+    while (rw > 1 && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarps)) rw /= 2;
     const int64_t warps = g.rows / rw * mats;
     if (rw >= 4) {
         launch_k_rw<T, 1, KFmt<T>::kMaxRW >= 4 ? 4 : 2>(g, warps, n_sb, st);

@@ -261,11 +261,14 @@ bool k_block_rows(ggml_type t, const Q8Group & g) {
 }
 
 // The weight types whose one-column launches take the RowRope epilogue: the
-// 32-element formats, which always go by launch_q8_t (two rows per warp),
-// and Q4_K, Q5_K, Q6_K, always by launch_qk (two rows or more with it).
+// 32-element formats, which always go by launch_q8_t (two rows per warp).
+// Not the K formats: their mat-vec would then need two rows per warp where
+// it takes one for few rows (a Q4_K_M model's Q6_K V), and with the
+// epilogue there 1B Q4_K_M decoded at 1075 / 1010 t/s against 1143 / 1080
+// without (H200, results/h200/summary-101.txt).
 bool rope_type(ggml_type t) {
     return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1 ||
-           t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K;
+           t == GGML_TYPE_Q8_0;
 }
 
 void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {

@@ -297,10 +297,12 @@ TEST(Fusion, DecodeQkvRopeInTheProductEpilogue) {
     r.keep[0] = false;
     EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
     b.q->data = q_data;
-    // A weight type without the epilogue.
+    // Weight types without the epilogue; another 32-element format with it.
     b.km->src[0]->type = GGML_TYPE_IQ4_NL;
     EXPECT_FALSE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
     b.km->src[0]->type = GGML_TYPE_Q4_K;
+    EXPECT_FALSE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    b.km->src[0]->type = GGML_TYPE_Q8_0;
     EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
     ggml_backend_buffer_free(weights);
 
