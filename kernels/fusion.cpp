@@ -210,9 +210,9 @@ bool has_work(const ggml_tensor * node) {
 }
 
 bool read_only_by(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * set, UseCount uses) {
+    // feeds_only, through exactly one view of t.
     const ggml_tensor * view = set->src[0];
-    return uses != nullptr && (t->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && view != nullptr && view->view_src == t &&
-           view->src[0] == t && (view->flags & GGML_TENSOR_FLAG_OUTPUT) == 0 && uses(g, t) == 1 && uses(g, view) == 1;
+    return view != nullptr && view != t && view->view_src == t && view->src[0] == t && feeds_only(g, t, set, uses);
 }
 
 bool feeds_only(ggml_cgraph * g, const ggml_tensor * t, const ggml_tensor * reader, UseCount uses) {

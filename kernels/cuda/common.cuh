@@ -43,6 +43,14 @@ struct Operand : Shape {
     const char * d;
 };
 
+// Whether the bytes of two tensors meet (a fused launch that writes one and
+// reads or writes the other must not run them at once).
+inline bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
+    const char * pa = static_cast<const char *>(a->data);
+    const char * pb = static_cast<const char *>(b->data);
+    return pa < pb + ggml_nbytes(b) && pb < pa + ggml_nbytes(a);
+}
+
 inline Operand operand_of(const ggml_tensor * t) {
     Operand o;
     static_cast<Shape &>(o) = shape_of(t);

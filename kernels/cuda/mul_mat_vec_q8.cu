@@ -473,12 +473,6 @@ bool norm_mul_mat_ok(const ggml_tensor * mul, const ggml_tensor * mm) {
 
 namespace {
 
-bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
-    const char * pa = static_cast<const char *>(a->data);
-    const char * pb = static_cast<const char *>(b->data);
-    return pa < pb + ggml_nbytes(b) && pb < pa + ggml_nbytes(a);
-}
-
 // The member of mms whose result `t` is, or is a view of; -1: none.
 int member_of(ggml_tensor * const * mms, int n, const ggml_tensor * t) {
     const ggml_tensor * base = t->view_src != nullptr ? t->view_src : t;

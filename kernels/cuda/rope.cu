@@ -334,12 +334,6 @@ RopeJob copy_job_of(const ggml_tensor * set_rows) {
     return jb;
 }
 
-bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
-    const char * pa = static_cast<const char *>(a->data);
-    const char * pb = static_cast<const char *>(b->data);
-    return pa < pb + ggml_nbytes(b) && pb < pa + ggml_nbytes(a);
-}
-
 } // namespace
 
 bool rope_qkv_ok(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * k_set, const ggml_tensor * v_set,
