@@ -73,7 +73,9 @@ constexpr int kWarps = 4;
 // hold twice the weight words (this step's and the next one's), which 64
 // registers do not hold without spilling (8 blocks per SM at two rows: 8B
 // Q8_0 tg128 209 t/s against 262-265 on the H100, results/h200/summary-85.txt).
-template <int NC, int RW> constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : 6) : NC == 2 ? (RW == 1 ? 6 : 5) : 4;
+// Four rows by several columns (kRowsPerWarp) take 3 (up to 168 registers).
+template <int NC, int RW>
+constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : 6) : RW >= 4 ? 3 : NC == 2 ? (RW == 1 ? 6 : 5) : 4;
 // MUL_MAT_ID's launches (one column, two rows per warp, a warp per row
 // group): 7 (72 registers; Q8_0's nine words would spill). Expert rows are
 // short (two 32-block steps at K = 2048), so more resident warps mean fewer
@@ -211,14 +213,25 @@ bool rows_multiple_of(const Q8Group & g, int64_t rw) {
 
 // Rows per warp: the activation loads of a lane (per column) are shared by
 // that many rows, at the cost of RW x (kW + 1) words of weights held twice
-// (this step's and the next one's).
-template <int NC> constexpr int kRowsPerWarp = 2;
+// (this step's and the next one's). Q4_0 at 2 to 4 columns takes four: its
+// five words a row leave the registers for it, and a column's activation
+// loads then serve four rows. Measured on the H100 (4096 x 14336, `standin
+// matmul --rotate 4 --reps 30`, results/h200/summary-101.txt), us, two rows ->
+// four: Q4_0 at 2 / 3 / 4 columns 19.2 / 23.2 / 27.9 -> 17.6 / 19.1 / 21.8
+// (ggml-cuda 18.6 / 21.0 / 23.8); 8B Q4_0 batched decoding S_TG at 2 / 3 / 4
+// sequences 651.6 / 867.0 / 1033.9 -> 686.7 / 909.6 / 1112.3 t/s. Not at 5
+// to 8 columns (Q4_0 at 5: 34.2 -> 35.8, 8B at 5 sequences 1049.9 -> 996.9),
+// nor for Q8_0 (28.3 / 33.5 / 38.5 -> 31.0 / 35.6 / 40.5) or IQ4_XS (19.9 /
+// 23.8 / 28.2 -> 22.9 / 28.3 / 31.9), whose wider rows then hold fewer warps.
+template <int T, int NC> constexpr int kRowsPerWarp = T == GGML_TYPE_Q4_0 && (NC == 2 || NC == 4) ? 4 : 2;
 
-// RW rows per warp where every member's row count allows it, else one.
+// RW rows per warp where every member's row count allows it, else two, else one.
 template <int T, int NC> void launch_q8_nc(const Q8Group & g, cudaStream_t st) {
-    constexpr int RW = kRowsPerWarp<NC>;
-    if (RW > 1 && rows_multiple_of(g, RW)) {
+    constexpr int RW = kRowsPerWarp<T, NC>;
+    if (rows_multiple_of(g, RW)) {
         launch_q8_rw<T, NC, RW>(g, st);
+    } else if (RW > 2 && rows_multiple_of(g, 2)) {
+        launch_q8_rw<T, NC, 2>(g, st);
     } else {
         launch_q8_rw<T, NC, 1>(g, st);
     }
