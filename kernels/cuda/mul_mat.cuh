@@ -204,6 +204,8 @@ __device__ __forceinline__ void rope_store(const RowRope & e, int64_t row, float
 // warps past the last row.
 // With kRope (NC == 1, RW even; rope non-null), the rows' RowRope epilogue
 // too: `m` is the first row's index in its member (Note [rope epilogue]).
+// One row per warp (RW == 1, R == 1) pairs warps 2i and 2i + 1 of the block
+// (rows 2i, 2i + 1 of its row groups) through `part` and a barrier.
 template <int NC, int R, int kWarps, int RW = 1, bool kRope = false>
 __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], float (*part)[RW * NC], bool live,
                                                int ncols, char * drow, int64_t d_nb1, const RowAdd & add = {},
@@ -212,7 +214,8 @@ __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], floa
     constexpr int kOut = RW * NC;
     static_assert(kOut <= 32, "one lane per output");
     static_assert(kWarps % R == 0, "whole groups of warps");
-    static_assert(!kRope || (NC == 1 && RW % 2 == 0), "rotation pairs are two rows of one column");
+    static_assert(!kRope || (NC == 1 && (RW % 2 == 0 || (RW == 1 && R == 1 && kWarps % 2 == 0))),
+                  "rotation pairs are two rows of one column, in one warp or in neighbouring warps");
     auto put = [&](int o, float s) {
         const int r = o / NC, c = o % NC;
         if (!kRope || rope->write_dst) *reinterpret_cast<float *>(drow + r * 4 + c * d_nb1) = s;
@@ -228,7 +231,13 @@ __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], floa
             sums[o] = warp_sum(acc[o]);
             if (lane == 0 && live && o % NC < ncols) put(o, sums[o]);
         }
-        if constexpr (kRope) {
+        if constexpr (kRope && RW == 1) {
+            // The partner row is the neighbouring warp's (every warp of the block comes here).
+            if (lane == 0) part[warp][0] = sums[0];
+            __syncthreads();
+            if (lane == 0 && live && rope->kind != RowRope::none) rope_store(*rope, m, sums[0], part[warp ^ 1][0]);
+            __syncthreads();  // `part` is reused by the next matrix
+        } else if constexpr (kRope) {
             // Every lane holds every sum: lane r stores row r.
 #pragma unroll
             for (int o = 0; o < kOut; ++o) {
@@ -291,11 +300,14 @@ struct Q8Args {
 };
 // Up to kMaxGroup products sharing src1 (and so K, N, ne12, ne13) and the
 // weight type, in one launch: rows [row0[j], row0[j] + m[j].M) of the
-// launch's rows belong to member j; `rows` is their total.
+// launch's rows belong to member j; `rows` is their total. The K formats'
+// one-column launch also takes members of a second K format from member
+// `second` on (launch_qk2: a Q4_K_M or Q5_K_M model's Q6_K V beside its Q and K).
 constexpr int kMaxGroup = 4;
 struct Q8Group {
     int     n;
     bool    rope;  // a member has a RowRope epilogue (the launch takes the kernels that have it)
+    int     second = kMaxGroup;
     int64_t rows;
     int64_t row0[kMaxGroup];
     Q8Args  m[kMaxGroup];
@@ -365,6 +377,10 @@ __device__ __forceinline__ MatrixAt matrix_at(const Q8Args & p, int64_t m, uint3
 __device__ __forceinline__ uint32_t matrix_count(const Q8Args & p) { return uint32_t(p.ne12 * p.ne13); }
 // The K formats' mat-vec (mul_mat_vec_k.cu): up to 4 columns.
 void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st);
+// Whether one launch of the K formats' mat-vec takes members of type t and
+// then of type u (Q8Group::second), and that launch.
+bool qk_mixes(ggml_type t, ggml_type u);
+void launch_qk2(ggml_type t, ggml_type u, const Q8Group & g, cudaStream_t st);
 // The integer-form formats' mat-vec (mul_mat_vec_run.cu): up to 8 columns.
 void launch_qr(ggml_type t, const Q8Group & g, cudaStream_t st);
 // The one-column Q4_0 mat-vec on bulk copies (mul_mat_vec_bulk.cu); false:

@@ -387,96 +387,126 @@ template <> struct KFmt<GGML_TYPE_IQ3_S> : GridKFmt<GGML_TYPE_IQ3_S> {};
 template <int T, int NC, int RW>
 constexpr int kMinBlocks = NC > 1 || RW >= 4 || (RW == 2 && T == GGML_TYPE_Q5_K) ? 4 : RW == 2 ? 5 : 6;
 
-// RW consecutive weight rows per warp (every member's M a multiple of RW) by
-// NC columns (one weight load serves them all); R warps per row group (1 or
-// kWarps). The warp's 4 lane groups take consecutive super-blocks; R warps
-// interleave along the row.
+// A launch's blocks per SM: those of the format that allows fewer.
+template <int T, int U, int NC, int RW>
+constexpr int kPairMinBlocks = kMinBlocks<T, NC, RW> < kMinBlocks<U, NC, RW> ? kMinBlocks<T, NC, RW> : kMinBlocks<U, NC, RW>;
+
+// The sums of one row group over one matrix: RW consecutive weight rows from
+// `row` by NC columns from col0 (one weight load serves them all), this
+// warp's share of K (warp `sub` of the R that interleave along the row; the
+// warp's 4 lane groups take consecutive super-blocks).
 template <int T, int NC, int R, int RW>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NC, RW>) mmv_k_kernel(const __grid_constant__ Q8Group g) {
+__device__ __forceinline__ void k_row_sums(const Q8Args & p, const uint8_t * row, int64_t col0, bool live, int lane,
+                                           int sub, float (&acc)[RW * NC]) {
     using F = KFmt<T>;
+    const int t = lane % kLanesPerBlock;
+    const int64_t n_sb = p.K / kQK;
+    const int ncols = int(p.N);
+    constexpr int64_t kStride = int64_t(R) * kBlocksPerWarp;
+    typename F::W w[RW];
+    int64_t s = live ? int64_t(sub) * kBlocksPerWarp + lane / kLanesPerBlock : n_sb;
+    if (!p.early) pdl_wait();
+    if (s < n_sb) {
+#pragma unroll
+        for (int r = 0; r < RW; ++r) w[r] = F::load(row + r * p.a_nb1 + s * F::kBytes, t);
+    }
+    pdl_wait();
+    pdl_trigger();
+    for (; s < n_sb; s += kStride) {
+        typename F::A a[NC];
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            // Columns past N read column 0 again (their sums are not stored).
+            const int64_t col = col0 + (c < ncols ? c : 0);
+            a[c] = F::load_act(p.q + col * p.K + s * kQK, p.ds + col * (p.K / 32) + s * (kQK / 32), t);
+        }
+        typename F::W next[RW];
+        const bool more = s + kStride < n_sb;
+        if (more) {
+#pragma unroll
+            for (int r = 0; r < RW; ++r) next[r] = F::load(row + r * p.a_nb1 + (s + kStride) * F::kBytes, t);
+        }
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+#pragma unroll
+            for (int c = 0; c < NC; ++c) acc[r * NC + c] += F::dot(w[r], a[c], t);
+        }
+        if (more) {
+#pragma unroll
+            for (int r = 0; r < RW; ++r) w[r] = next[r];
+        }
+    }
+}
+
+// RW consecutive weight rows per warp (every member's M a multiple of RW) by
+// NC columns; R warps per row group (1 or kWarps). Members from g.second on
+// have weights of type U (U == T: one type).
+template <int T, int U, int NC, int R, int RW, bool kRope>
+__global__ void __launch_bounds__(kWarps * 32, kPairMinBlocks<T, U, NC, RW>) mmv_k_kernel(const __grid_constant__ Q8Group g) {
     __shared__ float part_sums[kWarps][RW * NC];
     const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
-    const int t = lane % kLanesPerBlock, sub = warp % R;
+    const int sub = warp % R;
     const int64_t grow = (int64_t(blockIdx.x) * (kWarps / R) + warp / R) * RW;
     const bool live = grow < g.rows;
     const int j = group_member(g, grow);
     const Q8Args & p = g.m[j];
     const int64_t m = grow - g.row0[j];
-    const int64_t n_sb = p.K / kQK;
     const int ncols = int(p.N);
-    const int64_t first = int64_t(sub) * kBlocksPerWarp + lane / kLanesPerBlock;
-    constexpr int64_t kStride = int64_t(R) * kBlocksPerWarp;
 
     for (uint32_t z = blockIdx.y; z < matrix_count(p); z += gridDim.y) {
         const MatrixAt at = matrix_at(p, m, z);
-        const uint8_t * row = at.row;
-        const int64_t col0 = at.col0;
         float acc[RW * NC];
 #pragma unroll
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
-
-        typename F::W w[RW];
-        int64_t s = live ? first : n_sb;
-        if (!p.early) pdl_wait();
-        if (s < n_sb) {
-#pragma unroll
-            for (int r = 0; r < RW; ++r) w[r] = F::load(row + r * p.a_nb1 + s * F::kBytes, t);
-        }
-        pdl_wait();
-        pdl_trigger();
-        for (; s < n_sb; s += kStride) {
-            typename F::A a[NC];
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                // Columns past N read column 0 again (their sums are not stored).
-                const int64_t col = col0 + (c < ncols ? c : 0);
-                a[c] = F::load_act(p.q + col * p.K + s * kQK, p.ds + col * (p.K / 32) + s * (kQK / 32), t);
+        if constexpr (U != T) {
+            if (j >= g.second) {
+                k_row_sums<U, NC, R, RW>(p, at.row, at.col0, live, lane, sub, acc);
+            } else {
+                k_row_sums<T, NC, R, RW>(p, at.row, at.col0, live, lane, sub, acc);
             }
-            typename F::W next[RW];
-            const bool more = s + kStride < n_sb;
-            if (more) {
-#pragma unroll
-                for (int r = 0; r < RW; ++r) next[r] = F::load(row + r * p.a_nb1 + (s + kStride) * F::kBytes, t);
-            }
-#pragma unroll
-            for (int r = 0; r < RW; ++r) {
-#pragma unroll
-                for (int c = 0; c < NC; ++c) acc[r * NC + c] += F::dot(w[r], a[c], t);
-            }
-            if (more) {
-#pragma unroll
-                for (int r = 0; r < RW; ++r) w[r] = next[r];
-            }
+        } else {
+            k_row_sums<T, NC, R, RW>(p, at.row, at.col0, live, lane, sub, acc);
         }
         if (!at.live) {
 #pragma unroll
             for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         }
-        end_row_group<NC, R, kWarps, RW>(p, acc, part_sums, live, ncols,
-                                         p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, m);
+        end_row_group<NC, R, kWarps, RW, kRope>(p, acc, part_sums, live, ncols,
+                                                p.d + at.i12 * p.d_nb2 + at.i13 * p.d_nb3 + m * 4, m);
     }
 }
 
-template <int T, int NC, int R, int RW> void launch_k(const Q8Group & g, cudaStream_t st) {
+template <int T, int U, int NC, int R, int RW> void launch_k(const Q8Group & g, cudaStream_t st) {
     constexpr int kGroups = kWarps / R;
     const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
-    launch(mmv_k_kernel<T, NC, R, RW>, grid, dim3(kWarps * 32), 0, st, g);
+    // The RowRope epilogue in instances of their own (Note [rope epilogue]):
+    // a rotation pair in one warp, or with a warp per row group in two.
+    if constexpr (NC == 1 && (RW % 2 == 0 || (RW == 1 && R == 1))) {
+        if (g.rope) return launch(mmv_k_kernel<T, U, NC, R, RW, true>, grid, dim3(kWarps * 32), 0, st, g);
+    }
+    SI_ASSERT_MSG(!g.rope, "a RowRope epilogue reached a K-format launch that pairs no rows");
+    launch(mmv_k_kernel<T, U, NC, R, RW, false>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
 // Enough warps to keep weight bytes in flight on every SM (measured for the
 // 32-element mat-vec: results/h200).
 constexpr int64_t kFillWarps = 4096;
 
-template <int T, int NC, int RW> void launch_k_rw(const Q8Group & g, int64_t warps, int64_t n_sb, cudaStream_t st) {
-    // The 4 warps of a block share a row group where rows are too few to fill
-    // the GPU and each warp still gets a super-block per lane group, or where
-    // a row alone is a long chain of dependent steps (measured: 2 columns of
-    // 4096 x 14336 Q4_K took 54 us with a warp per row, 14 steps each).
+// Whether the 4 warps of a block share a row group: where rows are too few
+// to fill the GPU and each warp still gets a super-block per lane group, or
+// where a row alone is a long chain of dependent steps (measured: 2 columns
+// of 4096 x 14336 Q4_K took 54 us with a warp per row, 14 steps each).
+bool split_k(int64_t warps, int64_t n_sb) {
     constexpr int64_t kSplitStep = int64_t(kWarps) * kBlocksPerWarp;
-    if ((warps < kFillWarps && n_sb >= kSplitStep) || n_sb >= 2 * kSplitStep) {
-        launch_k<T, NC, kWarps, RW>(g, st);
+    return (warps < kFillWarps && n_sb >= kSplitStep) || n_sb >= 2 * kSplitStep;
+}
+
+template <int T, int U, int NC, int RW>
+void launch_k_rw(const Q8Group & g, int64_t warps, int64_t n_sb, cudaStream_t st) {
+    if (split_k(warps, n_sb)) {
+        launch_k<T, U, NC, kWarps, RW>(g, st);
     } else {
-        launch_k<T, NC, 1, RW>(g, st);
+        launch_k<T, U, NC, 1, RW>(g, st);
     }
 }
 
@@ -487,31 +517,62 @@ bool rows_multiple_of(const Q8Group & g, int64_t rw) {
     return true;
 }
 
-// One column: rows per warp as many as the format's registers allow (they
+// Members [a, b) of g as a group of their own.
+Q8Group members(const Q8Group & g, int a, int b) {
+    Q8Group r{};
+    for (int i = a; i < b; ++i) {
+        r.row0[r.n] = g.row0[i] - g.row0[a];
+        r.m[r.n] = g.m[i];
+        r.rope = r.rope || g.m[i].rope.kind != RowRope::none;
+        ++r.n;
+    }
+    r.rows = (b < g.n ? g.row0[b] : g.rows) - g.row0[a];
+    return r;
+}
+
+// One column: rows per warp as many as the formats' registers allow (they
 // share the activation loads), fewer where that would leave too few warps
-// even with K split over a block. Several columns: one row per warp, the
-// weight loads shared by the columns instead.
-template <int T> void launch_k_t(const Q8Group & g, cudaStream_t st) {
+// even with K split over a block; two at least where the RowRope epilogue
+// runs on a split row group. Several columns (one format only): one row per
+// warp, the weight loads shared by the columns instead.
+template <int T, int U = T> void launch_k_t(const Q8Group & g, cudaStream_t st) {
     const int64_t mats = g.m[0].ne12 * g.m[0].ne13, n_sb = g.m[0].K / kQK, N = g.m[0].N;
     if (N > 1) {
-        const int64_t warps = g.rows * mats;
-        if (N <= 2) {
-            launch_k_rw<T, 2, 1>(g, warps, n_sb, st);
-        } else {
-            launch_k_rw<T, 4, 1>(g, warps, n_sb, st);
+        SI_ASSERT_MSG(U == T, "a K-format launch of two formats has one column");
+        if constexpr (U == T) {
+            const int64_t warps = g.rows * mats;
+            if (N <= 2) {
+                launch_k_rw<T, T, 2, 1>(g, warps, n_sb, st);
+            } else {
+                launch_k_rw<T, T, 4, 1>(g, warps, n_sb, st);
+            }
         }
         return;
     }
+    constexpr int kMaxRW = KFmt<T>::kMaxRW < KFmt<U>::kMaxRW ? KFmt<T>::kMaxRW : KFmt<U>::kMaxRW;
     const int64_t split = n_sb >= int64_t(kWarps) * kBlocksPerWarp ? kWarps : 1;
-    int rw = KFmt<T>::kMaxRW;
+    int rw = kMaxRW;
     while (rw > 1 && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarps)) rw /= 2;
+    if (g.rope && rw == 1 && split_k(g.rows * mats, n_sb)) rw = 2;
     const int64_t warps = g.rows / rw * mats;
-    if (rw >= 4) {
-        launch_k_rw<T, 1, KFmt<T>::kMaxRW >= 4 ? 4 : 2>(g, warps, n_sb, st);
-    } else if (rw == 2) {
-        launch_k_rw<T, 1, 2>(g, warps, n_sb, st);
+    if constexpr (U != T) {
+        // Two formats share a launch at one row per warp; with more, both
+        // bodies' registers spill (ptxas: Q4_K and Q6_K at two rows 120
+        // bytes, at four 564), so each format takes a launch of its own.
+        if (rw > 1) {
+            launch_k_t<T>(members(g, 0, g.second), st);
+            launch_k_t<U>(members(g, g.second, g.n), st);
+        } else {
+            launch_k_rw<T, U, 1, 1>(g, warps, n_sb, st);
+        }
     } else {
-        launch_k_rw<T, 1, 1>(g, warps, n_sb, st);
+        if (rw >= 4) {
+            launch_k_rw<T, U, 1, kMaxRW >= 4 ? 4 : 2>(g, warps, n_sb, st);
+        } else if (rw == 2) {
+            launch_k_rw<T, U, 1, 2>(g, warps, n_sb, st);
+        } else {
+            launch_k_rw<T, U, 1, 1>(g, warps, n_sb, st);
+        }
     }
 }
 
@@ -530,6 +591,19 @@ void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st) {
         case GGML_TYPE_IQ3_XXS: launch_k_t<GGML_TYPE_IQ3_XXS>(g, st); break;
         case GGML_TYPE_IQ3_S: launch_k_t<GGML_TYPE_IQ3_S>(g, st); break;
         default:             SI_ASSERT_MSG(false, "the integer mat-vec has no kernel for this weight type"); break;
+    }
+}
+
+bool qk_mixes(ggml_type t, ggml_type u) {
+    return (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K) && u == GGML_TYPE_Q6_K;
+}
+
+void launch_qk2(ggml_type t, ggml_type u, const Q8Group & g, cudaStream_t st) {
+    SI_ASSERT_MSG(qk_mixes(t, u) && g.second > 0 && g.second < g.n, "a K-format launch of two formats it mixes");
+    if (t == GGML_TYPE_Q4_K) {
+        launch_k_t<GGML_TYPE_Q4_K, GGML_TYPE_Q6_K>(g, st);
+    } else {
+        launch_k_t<GGML_TYPE_Q5_K, GGML_TYPE_Q6_K>(g, st);
     }
 }
 

@@ -51,6 +51,9 @@
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'type_a=(q[458]_[01]|iq4_nl|iq4_xs|mxfp4).*n=[1-8],')
 // and -o MUL_MAT_VEC_FUSION (grouped launches); the logits ctests
 // (model.logits.*.cuda); time with `standin matmul`.
+#include <cstdlib>
+#include <cstring>
+
 #include "diag/check.h"
 #include "diag/config.h"
 #include "kernels/cuda/act_round.cuh"
@@ -279,9 +282,15 @@ bool k_block_rows(ggml_type t, const Q8Group & g) {
 // it takes one for few rows (a Q4_K_M model's Q6_K V), and with the
 // epilogue there 1B Q4_K_M decoded at 1075 / 1010 t/s against 1143 / 1080
 // without (H200, results/h200/summary-101.txt).
+bool lab_on(const char * name) {
+    const char * v = std::getenv(name);
+    return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 bool rope_type(ggml_type t) {
+    static const bool krope = lab_on("GGML_STANDIN_LAB_KROPE");
     return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1 ||
-           t == GGML_TYPE_Q8_0;
+           t == GGML_TYPE_Q8_0 || (krope && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K));
 }
 
 void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
@@ -432,13 +441,21 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
                         const int8_t * q, const float2 * ds, const RowRope * ropes) {
     const ggml_tensor * b = nodes[0]->src[1];
     cudaStream_t st = stream.begin_launch();
-    // Consecutive members of one weight type share a launch, kMaxGroup at most.
+    static const bool kmix = lab_on("GGML_STANDIN_LAB_KMIX");
+    // Consecutive members of one weight type share a launch, kMaxGroup at
+    // most; at one column, a K format's may be followed by another's (qk_mixes).
     for (int i = 0; i < n;) {
         Q8Group g{};
         const ggml_type t = nodes[i]->src[0]->type;
+        ggml_type u = t;
         int64_t & rows = g.rows;
-        while (i < n && g.n < kMaxGroup && nodes[i]->src[0]->type == t &&
-               rows + nodes[i]->src[0]->ne[1] <= int64_t(INT32_MAX) / 2) {
+        while (i < n && g.n < kMaxGroup && rows + nodes[i]->src[0]->ne[1] <= int64_t(INT32_MAX) / 2) {
+            const ggml_type ti = nodes[i]->src[0]->type;
+            if (ti != u) {
+                if (u != t || b->ne[1] != 1 || !kmix || !qk_mixes(t, ti)) break;
+                u = ti;
+                g.second = g.n;
+            }
             g.row0[g.n] = rows;
             g.m[g.n] = args_for(nodes[i]->src[0], b, nodes[i], q, ds);
             if (add != nullptr && n == 1) {
@@ -454,7 +471,12 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
             ++g.n;
             ++i;
         }
-        launch_q8(t, g, st);
+        if (u == t) {
+            launch_q8(t, g, st);
+        } else {
+            SI_ASSERT_MSG(!g.rope || (rope_type(t) && rope_type(u)), "a RowRope epilogue for a weight type whose mat-vec has none");
+            launch_qk2(t, u, g, st);
+        }
         SI_CUDA_LAUNCH_CHECK();
     }
 }
