@@ -24,8 +24,9 @@
 // by the rows, or one row by NC columns, the weight loads shared by the
 // columns; short matrices and long rows split K over the 4 warps of a block,
 // which meet in shared memory.
-// Same launch groups (Q8Group), fused ADD epilogue and row sums as the
-// 32-element mat-vec.
+// Same launch groups (Q8Group), fused ADD epilogue, row sums and rope
+// epilogue as the 32-element mat-vec; one-column groups may hold a second K
+// format from Q8Group::second on (launch_qk2, one row per warp).
 //
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT -p 'type_a=(q[2-6]_K|iq[23]_.*)' (with
 // GGML_STANDIN_MMQ=off for 3 and 4 columns) and the MUL_MAT_VEC_FUSION cases;
@@ -594,6 +595,12 @@ void launch_qk(ggml_type t, const Q8Group & g, cudaStream_t st) {
     }
 }
 
+// The Q4_K_M and Q5_K_M mixes give V (and down) Q6_K in some layers, so
+// decoding's Q/K/V group had taken two launches there. 1B tg128 on the H100
+// with V in Q's and K's launch against two launches (no rope epilogue
+// either way; results/h200/summary-102.txt, call 2, two runs each): Q4_K_M
+// 1065.14 / 1094.99 t/s against 1049.49 / 1092.73, Q5_K_M 1024.74 / 1024.97
+// against 987.78 / 1012.27.
 bool qk_mixes(ggml_type t, ggml_type u) {
     return (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K) && u == GGML_TYPE_Q6_K;
 }

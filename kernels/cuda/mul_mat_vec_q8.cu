@@ -51,9 +51,6 @@
 // Test: test-backend-ops -b STANDIN_CUDA0 -o MUL_MAT (-p 'type_a=(q[458]_[01]|iq4_nl|iq4_xs|mxfp4).*n=[1-8],')
 // and -o MUL_MAT_VEC_FUSION (grouped launches); the logits ctests
 // (model.logits.*.cuda); time with `standin matmul`.
-#include <cstdlib>
-#include <cstring>
-
 #include "diag/check.h"
 #include "diag/config.h"
 #include "kernels/cuda/act_round.cuh"
@@ -277,20 +274,15 @@ bool k_block_rows(ggml_type t, const Q8Group & g) {
 }
 
 // The weight types whose one-column launches take the RowRope epilogue: the
-// 32-element formats, which always go by launch_q8_t (two rows per warp).
-// Not the K formats: their mat-vec would then need two rows per warp where
-// it takes one for few rows (a Q4_K_M model's Q6_K V), and with the
-// epilogue there 1B Q4_K_M decoded at 1075 / 1010 t/s against 1143 / 1080
-// without (H200, results/h200/summary-101.txt).
-bool lab_on(const char * name) {
-    const char * v = std::getenv(name);
-    return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
+// 32-element formats (launch_q8_t: two rows per warp) and Q4_K, Q5_K and
+// Q6_K (launch_qk: rows in pairs in one warp, or with one row per warp in
+// two neighbouring warps, Note [rope epilogue]). 1B Q4_K_M tg128 on the H100
+// (results/h200/summary-102.txt, call 2, two runs each): 1066.87 / 1088.47
+// t/s with it against 1049.49 / 1092.73 without, 1094.11 / 1111.07 with the
+// Q6_K V in Q's and K's launch too (qk_mixes).
 bool rope_type(ggml_type t) {
-    static const bool krope = lab_on("GGML_STANDIN_LAB_KROPE");
     return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1 ||
-           t == GGML_TYPE_Q8_0 || (krope && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K));
+           t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K;
 }
 
 void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
@@ -441,7 +433,6 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
                         const int8_t * q, const float2 * ds, const RowRope * ropes) {
     const ggml_tensor * b = nodes[0]->src[1];
     cudaStream_t st = stream.begin_launch();
-    static const bool kmix = lab_on("GGML_STANDIN_LAB_KMIX");
     // Consecutive members of one weight type share a launch, kMaxGroup at
     // most; at one column, a K format's may be followed by another's (qk_mixes).
     for (int i = 0; i < n;) {
@@ -452,7 +443,7 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
         while (i < n && g.n < kMaxGroup && rows + nodes[i]->src[0]->ne[1] <= int64_t(INT32_MAX) / 2) {
             const ggml_type ti = nodes[i]->src[0]->type;
             if (ti != u) {
-                if (u != t || b->ne[1] != 1 || !kmix || !qk_mixes(t, ti)) break;
+                if (u != t || b->ne[1] != 1 || !qk_mixes(t, ti)) break;
                 u = ti;
                 g.second = g.n;
             }

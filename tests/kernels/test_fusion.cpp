@@ -297,13 +297,23 @@ TEST(Fusion, DecodeQkvRopeInTheProductEpilogue) {
     r.keep[0] = false;
     EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
     b.q->data = q_data;
-    // Weight types without the epilogue; another 32-element format with it.
+    // Weight types without the epilogue; another 32-element format and the
+    // K formats of the K-quant mixes with it, one type per member or mixed.
     b.km->src[0]->type = GGML_TYPE_IQ4_NL;
     EXPECT_FALSE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
-    b.km->src[0]->type = GGML_TYPE_Q4_K;
+    b.km->src[0]->type = GGML_TYPE_Q2_K;
     EXPECT_FALSE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
     b.km->src[0]->type = GGML_TYPE_Q8_0;
     EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    const ggml_type q_type = b.qm->src[0]->type, v_type = b.vm->src[0]->type;
+    b.qm->src[0]->type = b.km->src[0]->type = GGML_TYPE_Q4_K;
+    b.vm->src[0]->type = GGML_TYPE_Q6_K;
+    EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    b.qm->src[0]->type = b.km->src[0]->type = GGML_TYPE_Q5_K;
+    EXPECT_TRUE(norm_mul_mat_rope_ok(b.cur, mms, 3, r));
+    b.qm->src[0]->type = q_type;
+    b.km->src[0]->type = GGML_TYPE_Q8_0;
+    b.vm->src[0]->type = v_type;
     ggml_backend_buffer_free(weights);
 
     DecodeBlock neox(false, GGML_ROPE_TYPE_NEOX);

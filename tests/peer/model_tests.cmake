@@ -146,15 +146,18 @@ fused_bits_test(q4_0)
 
 # Types `standin make-model` gets from the pinned tree's llama-quantize (an F16
 # file converted): Q4_K_M, whose mix of Q4_K and Q6_K the tool reads back from
-# the file, and IQ4_NL, multiplied on the host device in integer form
-# (kernels/host/mul_mat_qd.cpp). Held to 1e-3 like Q8_0 above: the integer sums
-# are ggml-cpu's, the order of float additions is not (measured at 64 tokens:
-# Q4_K_M 2.3e-4, IQ4_NL 1.8e-4).
+# the file, Q5_K_M (Q5_K and Q6_K: on the CUDA device, a Q6_K V shares its
+# Q and K's launch, launch_qk2), and IQ4_NL, multiplied on the host device in
+# integer form (kernels/host/mul_mat_qd.cpp). Held to 1e-3 like Q8_0 above: the
+# integer sums are ggml-cpu's, the order of float additions is not (measured
+# at 64 tokens: Q4_K_M 2.3e-4, IQ4_NL 1.8e-4).
 if(EXISTS ${BIN}/llama-quantize)
-    foreach(type q4_k_m iq4_nl)
+    foreach(type q4_k_m q5_k_m iq4_nl)
         set(model ${MODELS}/tiny-${type}.gguf)
         if(type STREQUAL "q4_k_m")
             set(types "q4_K x [0-9]+, q6_K x [0-9]+")
+        elseif(type STREQUAL "q5_k_m")
+            set(types "q5_K x [0-9]+, q6_K x [0-9]+")
         else()
             set(types "iq4_nl x [0-9]+")
         endif()
