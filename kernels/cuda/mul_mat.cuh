@@ -163,7 +163,9 @@ struct RowAdd {
 // own, Q's and K's ROPE with the cache writes of K and V (rope_qkv). The
 // rotation pairs channels 2j and 2j + 1 of a head (NORMAL mode), which are two
 // consecutive weight rows, and the mat-vecs hold consecutive rows in one warp
-// (RW even; with R > 1 warps, in neighbouring lanes of the first): so the
+// (RW even; with R > 1 warps, in neighbouring lanes of the first) or, one row
+// a warp, in neighbouring warps of a block (the K formats' few-row launches,
+// through shared memory): so the
 // epilogue that stores the row sums can rotate them as well, and write Q's
 // rotated rows, K's rotated rows and their cache row, and V's cache row,
 // where the ROPE and SET_ROWS nodes would. The angle and the rotation are

@@ -489,22 +489,30 @@ template <int T, int U, int NC, int R, int RW> void launch_k(const Q8Group & g, 
     launch(mmv_k_kernel<T, U, NC, R, RW, false>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
-// Enough warps to keep weight bytes in flight on every SM (measured for the
-// 32-element mat-vec: results/h200).
-constexpr int64_t kFillWarps = 4096;
+// Enough warps to keep weight bytes in flight on every SM: below it a launch
+// takes fewer rows per warp, then splits K over a block's warps. Several
+// columns: 4096 (measured for the 32-element mat-vec: results/h200). One
+// column: 2048 (4096 before): `standin matmul
+// --type q4_k --n 1 --rotate 4` on the H100 (results/h200/summary-102.txt,
+// call 3, by forced configuration), us, 4096 -> 2048: 8192 x 2048 9.7 -> 8.8
+// (four rows, no split), 2048 x 8192 10.0 -> 8.8 (four rows, split), 14336 x
+// 4096 23.3 -> 21.2 (no split); Q6_K 2048 x 8192 13.3 -> 14.1. 1B Q4_K_M
+// tg128 1124.35 / 1121.99 t/s against 1096.07 / 1109.98, 8B Q4_K_M level
+// (304.00 / 301.52 against 303.87 / 303.99; call 4).
+constexpr int64_t kFillWarps = 4096, kFillWarpsOne = 2048;
 
 // Whether the 4 warps of a block share a row group: where rows are too few
 // to fill the GPU and each warp still gets a super-block per lane group, or
 // where a row alone is a long chain of dependent steps (measured: 2 columns
 // of 4096 x 14336 Q4_K took 54 us with a warp per row, 14 steps each).
-bool split_k(int64_t warps, int64_t n_sb) {
+bool split_k(int64_t warps, int64_t n_sb, int64_t fill) {
     constexpr int64_t kSplitStep = int64_t(kWarps) * kBlocksPerWarp;
-    return (warps < kFillWarps && n_sb >= kSplitStep) || n_sb >= 2 * kSplitStep;
+    return (warps < fill && n_sb >= kSplitStep) || n_sb >= 2 * kSplitStep;
 }
 
 template <int T, int U, int NC, int RW>
 void launch_k_rw(const Q8Group & g, int64_t warps, int64_t n_sb, cudaStream_t st) {
-    if (split_k(warps, n_sb)) {
+    if (split_k(warps, n_sb, NC == 1 ? kFillWarpsOne : kFillWarps)) {
         launch_k<T, U, NC, kWarps, RW>(g, st);
     } else {
         launch_k<T, U, NC, 1, RW>(g, st);
@@ -553,8 +561,8 @@ template <int T, int U = T> void launch_k_t(const Q8Group & g, cudaStream_t st) 
     constexpr int kMaxRW = KFmt<T>::kMaxRW < KFmt<U>::kMaxRW ? KFmt<T>::kMaxRW : KFmt<U>::kMaxRW;
     const int64_t split = n_sb >= int64_t(kWarps) * kBlocksPerWarp ? kWarps : 1;
     int rw = kMaxRW;
-    while (rw > 1 && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarps)) rw /= 2;
-    if (g.rope && rw == 1 && split_k(g.rows * mats, n_sb)) rw = 2;
+    while (rw > 1 && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarpsOne)) rw /= 2;
+    if (g.rope && rw == 1 && split_k(g.rows * mats, n_sb, kFillWarpsOne)) rw = 2;
     const int64_t warps = g.rows / rw * mats;
     if constexpr (U != T) {
         // Two formats share a launch at one row per warp; with more, both
