@@ -492,13 +492,13 @@ template <int T, int U, int NC, int R, int RW> void launch_k(const Q8Group & g, 
 // Enough warps to keep weight bytes in flight on every SM: below it a launch
 // takes fewer rows per warp, then splits K over a block's warps. Several
 // columns: 4096 (measured for the 32-element mat-vec: results/h200). One
-// column: 2048 (4096 before): `standin matmul
-// --type q4_k --n 1 --rotate 4` on the H100 (results/h200/summary-102.txt,
-// call 3, by forced configuration), us, 4096 -> 2048: 8192 x 2048 9.7 -> 8.8
-// (four rows, no split), 2048 x 8192 10.0 -> 8.8 (four rows, split), 14336 x
-// 4096 23.3 -> 21.2 (no split); Q6_K 2048 x 8192 13.3 -> 14.1. 1B Q4_K_M
-// tg128 1124.35 / 1121.99 t/s against 1096.07 / 1109.98, 8B Q4_K_M level
-// (304.00 / 301.52 against 303.87 / 303.99; call 4).
+// column: 2048 (4096 before). `standin matmul --type q4_k --n 1 --rotate 4`
+// on the H100 (results/h200/summary-102.txt, call 3, by forced
+// configuration), us, 4096 -> 2048: 8192 x 2048 9.7 -> 8.8 (four rows, no
+// split), 2048 x 8192 10.0 -> 8.8 (four rows, split), 14336 x 4096 23.3 ->
+// 21.2 (no split); Q6_K 2048 x 8192 13.3 -> 14.1. 1B Q4_K_M tg128 1124.35 /
+// 1121.99 t/s against 1096.07 / 1109.98, 8B Q4_K_M level (304.00 / 301.52
+// against 303.87 / 303.99; call 4).
 constexpr int64_t kFillWarps = 4096, kFillWarpsOne = 2048;
 
 // Whether the 4 warps of a block share a row group: where rows are too few

@@ -286,7 +286,6 @@ bool rope_type(ggml_type t) {
 }
 
 void launch_q8(ggml_type t, const Q8Group & g, cudaStream_t st) {
-    SI_ASSERT_MSG(!g.rope || rope_type(t), "a RowRope epilogue for a weight type whose mat-vec has none");
     switch (t) {
         case GGML_TYPE_Q4_0: launch_q8_t<GGML_TYPE_Q4_0>(g, st); break;
         case GGML_TYPE_Q4_1: launch_q8_t<GGML_TYPE_Q4_1>(g, st); break;
@@ -462,10 +461,10 @@ void mul_mat_q8_group_y(rt::cuda::CudaStream & stream, ggml_tensor * const * nod
             ++g.n;
             ++i;
         }
+        SI_ASSERT_MSG(!g.rope || (rope_type(t) && rope_type(u)), "a RowRope epilogue for a weight type whose mat-vec has none");
         if (u == t) {
             launch_q8(t, g, st);
         } else {
-            SI_ASSERT_MSG(!g.rope || (rope_type(t) && rope_type(u)), "a RowRope epilogue for a weight type whose mat-vec has none");
             launch_qk2(t, u, g, st);
         }
         SI_CUDA_LAUNCH_CHECK();
