@@ -491,8 +491,8 @@ template <int T, int U, int NC, int R, int RW> void launch_k(const Q8Group & g, 
 
 // Enough warps to keep weight bytes in flight on every SM: below it a launch
 // takes fewer rows per warp, then splits K over a block's warps. Several
-// columns: 4096 (measured for the 32-element mat-vec: results/h200). One
-// column: 2048 (4096 before). `standin matmul --type q4_k --n 1 --rotate 4`
+// columns: 4096 (not measured at 2048). One column: 2048 (4096 before; the
+// 32-element mat-vec's kFillWarps is 2048 too). `standin matmul --type q4_k --n 1 --rotate 4`
 // on the H100 (results/h200/summary-102.txt, call 3, by forced
 // configuration), us, 4096 -> 2048: 8192 x 2048 9.7 -> 8.8 (four rows, no
 // split), 2048 x 8192 10.0 -> 8.8 (four rows, split), 14336 x 4096 23.3 ->
