@@ -164,6 +164,49 @@ inline VecInt vec_int(ggml_type t) {
 }
 inline int vec_int_max_n(ggml_type t) { return vec_int(t).max_n; }
 
+// The K formats' mat-vec launch (mul_mat_vec_k.cu): rw consecutive weight rows
+// per warp (1, 2, 4: they share the activation loads) and r warps per row
+// group (1, or kKSplitWarps splitting K over a block's warps, which meet in
+// shared memory). A launch of `rows` rows of K = 256 n_sb over `mats`
+// matrices and N columns; max_rw: what the formats' registers allow; rows_rw:
+// the largest of 4, 2, 1 that divides every member's rows; rope: the launch
+// has the RowRope epilogue, whose rotation pairs sit in one warp or, one row a
+// warp, in neighbouring warps of a block (so never rw 1 with a split).
+//   - K is split where the warps are too few to keep weight bytes in flight
+//     and each warp still gets a super-block per lane group, or where a row
+//     alone is a long chain of dependent steps (measured: 2 columns of 4096 x
+//     14336 Q4_K took 54 us with a warp per row, 14 steps each).
+//   - One column: rows per warp as many as max_rw, fewer where that would
+//     leave fewer than kKFillOne warps even with the split. Several columns:
+//     one row per warp, the weight loads shared by the columns instead.
+//   - The fill: several columns 4096 (not measured at 2048); one column 2048
+//     (4096 before; the 32-element mat-vec's is 2048 too). `standin matmul
+//     --type q4_k --n 1 --rotate 4` on the H100 (results/h200/summary-102.txt,
+//     call 3, by forced configuration), us, 4096 -> 2048: 8192 x 2048 9.7 ->
+//     8.8 (four rows, no split), 2048 x 8192 10.0 -> 8.8 (four rows, split),
+//     14336 x 4096 23.3 -> 21.2 (no split); Q6_K 2048 x 8192 13.3 -> 14.1. 1B
+//     Q4_K_M tg128 1124.35 / 1121.99 t/s against 1096.07 / 1109.98, 8B Q4_K_M
+//     level (304.00 / 301.52 against 303.87 / 303.99; call 4).
+// tests/kernels/test_mm_plan.cpp holds the shapes of 1B and 8B models.
+constexpr int kKSplitWarps = 4;              // mul_mat_vec_k.cu's warps per block
+constexpr int64_t kKSplitStep = 16;          // super-blocks a block's warps take at once
+constexpr int64_t kKFill = 4096, kKFillOne = 2048;
+struct KVecShape {
+    int rw;
+    int r;
+};
+inline bool k_split(int64_t warps, int64_t n_sb, int64_t fill) {
+    return (warps < fill && n_sb >= kKSplitStep) || n_sb >= 2 * kKSplitStep;
+}
+inline KVecShape k_vec_shape(int64_t rows, int64_t n_sb, int64_t mats, int64_t N, int max_rw, int rows_rw, bool rope) {
+    if (N > 1) return {1, k_split(rows * mats, n_sb, kKFill) ? kKSplitWarps : 1};
+    const int64_t split = n_sb >= kKSplitStep ? kKSplitWarps : 1;
+    int rw = max_rw;
+    while (rw > 1 && (rw > rows_rw || rows / rw * mats * split < kKFillOne)) rw /= 2;
+    if (rope && rw == 1 && k_split(rows * mats, n_sb, kKFillOne)) rw = 2;
+    return {rw, k_split(rows / rw * mats, n_sb, kKFillOne) ? kKSplitWarps : 1};
+}
+
 inline bool is_float(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 
 inline bool mmq_can(const Problem & p) {

@@ -489,30 +489,11 @@ template <int T, int U, int NC, int R, int RW> void launch_k(const Q8Group & g, 
     launch(mmv_k_kernel<T, U, NC, R, RW, false>, grid, dim3(kWarps * 32), 0, st, g);
 }
 
-// Enough warps to keep weight bytes in flight on every SM: below it a launch
-// takes fewer rows per warp, then splits K over a block's warps. Several
-// columns: 4096 (not measured at 2048). One column: 2048 (4096 before; the
-// 32-element mat-vec's kFillWarps is 2048 too). `standin matmul --type q4_k --n 1 --rotate 4`
-// on the H100 (results/h200/summary-102.txt, call 3, by forced
-// configuration), us, 4096 -> 2048: 8192 x 2048 9.7 -> 8.8 (four rows, no
-// split), 2048 x 8192 10.0 -> 8.8 (four rows, split), 14336 x 4096 23.3 ->
-// 21.2 (no split); Q6_K 2048 x 8192 13.3 -> 14.1. 1B Q4_K_M tg128 1124.35 /
-// 1121.99 t/s against 1096.07 / 1109.98, 8B Q4_K_M level (304.00 / 301.52
-// against 303.87 / 303.99; call 4).
-constexpr int64_t kFillWarps = 4096, kFillWarpsOne = 2048;
+static_assert(plan::kKSplitWarps == kWarps && plan::kKSplitStep == int64_t(kWarps) * kBlocksPerWarp,
+              "the plan's split (mm_plan.h: k_vec_shape) is this kernel's");
 
-// Whether the 4 warps of a block share a row group: where rows are too few
-// to fill the GPU and each warp still gets a super-block per lane group, or
-// where a row alone is a long chain of dependent steps (measured: 2 columns
-// of 4096 x 14336 Q4_K took 54 us with a warp per row, 14 steps each).
-bool split_k(int64_t warps, int64_t n_sb, int64_t fill) {
-    constexpr int64_t kSplitStep = int64_t(kWarps) * kBlocksPerWarp;
-    return (warps < fill && n_sb >= kSplitStep) || n_sb >= 2 * kSplitStep;
-}
-
-template <int T, int U, int NC, int RW>
-void launch_k_rw(const Q8Group & g, int64_t warps, int64_t n_sb, cudaStream_t st) {
-    if (split_k(warps, n_sb, NC == 1 ? kFillWarpsOne : kFillWarps)) {
+template <int T, int U, int NC, int RW> void launch_k_rw(const Q8Group & g, int r, cudaStream_t st) {
+    if (r > 1) {
         launch_k<T, U, NC, kWarps, RW>(g, st);
     } else {
         launch_k<T, U, NC, 1, RW>(g, st);
@@ -539,49 +520,34 @@ Q8Group members(const Q8Group & g, int a, int b) {
     return r;
 }
 
-// One column: rows per warp as many as the formats' registers allow (they
-// share the activation loads), fewer where that would leave too few warps
-// even with K split over a block; two at least where the RowRope epilogue
-// runs on a split row group. Several columns (one format only): one row per
-// warp, the weight loads shared by the columns instead.
+// The launch's shape from the plan (mm_plan.h: k_vec_shape); several columns
+// with one format only.
 template <int T, int U = T> void launch_k_t(const Q8Group & g, cudaStream_t st) {
-    const int64_t mats = g.m[0].ne12 * g.m[0].ne13, n_sb = g.m[0].K / kQK, N = g.m[0].N;
-    if (N > 1) {
-        SI_ASSERT_MSG(U == T, "a K-format launch of two formats has one column");
-        if constexpr (U == T) {
-            const int64_t warps = g.rows * mats;
-            if (N <= 2) {
-                launch_k_rw<T, T, 2, 1>(g, warps, n_sb, st);
-            } else {
-                launch_k_rw<T, T, 4, 1>(g, warps, n_sb, st);
-            }
-        }
-        return;
-    }
     constexpr int kMaxRW = KFmt<T>::kMaxRW < KFmt<U>::kMaxRW ? KFmt<T>::kMaxRW : KFmt<U>::kMaxRW;
-    const int64_t split = n_sb >= int64_t(kWarps) * kBlocksPerWarp ? kWarps : 1;
-    int rw = kMaxRW;
-    while (rw > 1 && (!rows_multiple_of(g, rw) || g.rows / rw * mats * split < kFillWarpsOne)) rw /= 2;
-    if (g.rope && rw == 1 && split_k(g.rows * mats, n_sb, kFillWarpsOne)) rw = 2;
-    const int64_t warps = g.rows / rw * mats;
+    const int rows_rw = rows_multiple_of(g, 4) ? 4 : rows_multiple_of(g, 2) ? 2 : 1;
+    const plan::KVecShape sh = plan::k_vec_shape(g.rows, g.m[0].K / kQK, g.m[0].ne12 * g.m[0].ne13, g.m[0].N, kMaxRW,
+                                                 rows_rw, g.rope);
     if constexpr (U != T) {
+        SI_ASSERT_MSG(g.m[0].N == 1, "a K-format launch of two formats has one column");
         // Two formats share a launch at one row per warp; with more, both
         // bodies' registers spill (ptxas: Q4_K and Q6_K at two rows 120
         // bytes, at four 564), so each format takes a launch of its own.
-        if (rw > 1) {
+        if (sh.rw > 1) {
             launch_k_t<T>(members(g, 0, g.second), st);
             launch_k_t<U>(members(g, g.second, g.n), st);
         } else {
-            launch_k_rw<T, U, 1, 1>(g, warps, n_sb, st);
+            launch_k_rw<T, U, 1, 1>(g, sh.r, st);
         }
+    } else if (g.m[0].N > 2) {
+        launch_k_rw<T, T, 4, 1>(g, sh.r, st);
+    } else if (g.m[0].N == 2) {
+        launch_k_rw<T, T, 2, 1>(g, sh.r, st);
+    } else if (sh.rw >= 4) {
+        launch_k_rw<T, T, 1, kMaxRW >= 4 ? 4 : 2>(g, sh.r, st);
+    } else if (sh.rw == 2) {
+        launch_k_rw<T, T, 1, 2>(g, sh.r, st);
     } else {
-        if (rw >= 4) {
-            launch_k_rw<T, U, 1, kMaxRW >= 4 ? 4 : 2>(g, warps, n_sb, st);
-        } else if (rw == 2) {
-            launch_k_rw<T, U, 1, 2>(g, warps, n_sb, st);
-        } else {
-            launch_k_rw<T, U, 1, 1>(g, warps, n_sb, st);
-        }
+        launch_k_rw<T, T, 1, 1>(g, sh.r, st);
     }
 }
 

@@ -4,6 +4,7 @@
 // tiled float kernel), and the tile shapes stay within what mmq.cu has.
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "ggml.h"
@@ -259,4 +260,41 @@ TEST(ProductPlan, ExpertsTakeAKernelForEveryPairCount) {
             }
         }
     }
+}
+
+// The K formats' mat-vec launch shapes (k_vec_shape) at the products of 1B and
+// 8B llama models, as measured in results/h200/summary-102.txt: {rows per
+// warp, warps per row group}.
+TEST(ProductPlan, KFormatMatVecShapesOfModelProducts) {
+    const auto shape = [](int64_t rows, int64_t K, int64_t N, int max_rw, int rows_rw, bool rope) {
+        const plan::KVecShape s = plan::k_vec_shape(rows, K / 256, 1, N, max_rw, rows_rw, rope);
+        return std::pair<int, int>{s.rw, s.r};
+    };
+    using P = std::pair<int, int>;
+    // 1B (2048 wide, 8192 hidden): Q/K/V with a Q6_K V in one launch, its
+    // rope epilogue in neighbouring warps; gate/up; down; wo; the output.
+    EXPECT_EQ(shape(3072, 2048, 1, 4, 4, true), P(1, 1));
+    EXPECT_EQ(shape(16384, 2048, 1, 4, 4, false), P(4, 1));
+    EXPECT_EQ(shape(2048, 8192, 1, 4, 4, false), P(4, 4));
+    EXPECT_EQ(shape(2048, 2048, 1, 4, 4, false), P(1, 1));
+    EXPECT_EQ(shape(128256, 2048, 1, 4, 4, false), P(4, 1));
+    // 8B (4096 wide, 14336 hidden): Q/K/V at four rows (so a Q6_K V takes a
+    // launch of its own, at two rows: the rope pairs in one warp), gate/up,
+    // gate alone, down.
+    EXPECT_EQ(shape(6144, 4096, 1, 4, 4, true), P(4, 4));
+    EXPECT_EQ(shape(5120, 4096, 1, 4, 4, true), P(4, 4));
+    EXPECT_EQ(shape(1024, 4096, 1, 4, 4, true), P(2, 4));
+    EXPECT_EQ(shape(28672, 4096, 1, 4, 4, false), P(4, 1));
+    EXPECT_EQ(shape(14336, 4096, 1, 4, 4, false), P(4, 1));
+    EXPECT_EQ(shape(4096, 14336, 1, 4, 4, false), P(4, 4));
+    // The rope epilogue never takes one row per warp with K split: two rows.
+    EXPECT_EQ(shape(512, 4096, 1, 4, 4, false), P(1, 4));
+    EXPECT_EQ(shape(512, 4096, 1, 4, 4, true), P(2, 4));
+    // The rows and the format's registers bound the rows per warp.
+    EXPECT_EQ(shape(8192, 2048, 1, 4, 2, false), P(2, 1));
+    EXPECT_EQ(shape(16384, 2048, 1, 2, 4, false), P(2, 1));
+    // Several columns: one row per warp, K split below 4096 warps or past 32 super-blocks.
+    EXPECT_EQ(shape(4096, 14336, 2, 4, 4, false), P(1, 4));
+    EXPECT_EQ(shape(14336, 4096, 2, 4, 4, false), P(1, 1));
+    EXPECT_EQ(shape(3072, 4096, 4, 4, 4, false), P(1, 4));
 }
