@@ -288,14 +288,31 @@ __device__ __forceinline__ void step_dot(const uint32_t (&w)[RW][Q8Fmt<T>::kW], 
         float d[RW], mn[RW];
 #pragma unroll
         for (int r = 0; r < RW; ++r) F::get(w[r], b, a8[r], codes[r], d[r], mn[r]);
+        // Columns in groups of kG, each group's words all asked for before
+        // any is used. A column's load inside its `c < ncols` branch, next to
+        // its arithmetic, could not be issued before the previous column's
+        // arithmetic (a load is not moved above a branch), so a step waited
+        // for L1 or L2 once per column.
+        constexpr int kG = 4;
+        static_assert(NC % kG == 0, "the column widths above two are multiples of four (with_col_width)");
 #pragma unroll
-        for (int c = 0; c < NC; ++c) {
-            if (c < ncols) {
-                int x[8];
-                float2 ds;
-                load_act(qa, da, c * nb + b, x, ds);
+        for (int c0 = 0; c0 < NC; c0 += kG) {
+            if (c0 < ncols) {
+                int x[kG][8];
+                float2 ds[kG];
 #pragma unroll
-                for (int r = 0; r < RW; ++r) accumulate<T>(acc[r * NC + c], block_dot<T>(codes[r], x), d[r], mn[r], ds);
+                for (int g = 0; g < kG; ++g) {
+                    if (c0 + g < ncols) load_act(qa, da, (c0 + g) * nb + b, x[g], ds[g]);
+                }
+#pragma unroll
+                for (int g = 0; g < kG; ++g) {
+                    if (c0 + g < ncols) {
+#pragma unroll
+                        for (int r = 0; r < RW; ++r) {
+                            accumulate<T>(acc[r * NC + c0 + g], block_dot<T>(codes[r], x[g]), d[r], mn[r], ds[g]);
+                        }
+                    }
+                }
             }
         }
     }
