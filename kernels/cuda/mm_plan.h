@@ -3,7 +3,7 @@
 // a number of src1 columns (mul_mat.cu asks it, and nothing else decides):
 //
 //   weights            columns       kernel
-//   Q4_0..Q5_1, Q8_0   1..5          integer mat-vec (mul_mat_vec_q8.cu)
+//   Q4_0..Q5_1, Q8_0   1..8          integer mat-vec (mul_mat_vec_q8.cu)
 //   Q4_K, Q5_K, Q6_K   1..2          integer mat-vec (mul_mat_vec_k.cu)
 //   Q2_K / Q3_K        1 / 1..2      the same
 //   IQ2_XXS, IQ2_XS,   1..4          the same (mmq.cu's formats read in place)
@@ -11,7 +11,7 @@
 //   IQ3_S
 //   IQ4_NL, IQ4_XS,    1..8          integer mat-vec, a lane per block
 //   MXFP4                            (mul_mat_vec_q8.cu)
-//   the formats above  2(3, 5, 6, 9)..127  integer tensor-core product
+//   the formats above  2(3, 5, 9)..127  integer tensor-core product
 //                                    (mmq.cu), 8..64 columns per tile
 //                      128..         cuBLAS over weights decoded to F16
 //                                    (mul_mat_blas.cu) when it is loaded,
@@ -129,12 +129,18 @@ inline int mmq_chunk(ggml_type t) {
 // (mm::q8_applies adds the shape checks), and up to how many the table picks
 // it over mmq, measured on the H200 (4096 x 14336, `standin matmul`,
 // results/h200/summary-39.txt): the 32-element formats' lane-per-block
-// mat-vec (mul_mat_vec_q8.cu) takes 8 and wins up to five columns (Q4_0 at 3
-// / 4 / 5: 23.0 / 27.4 / 30.9 us against mmq's 34.5 / 34.7; at 8 41.5 against
-// 35.5; Q8_0 at 3 / 4 / 5: 27.0 / 31.1 / 37.4, at 8 49.4 against mmq's 41.7);
-// the K formats (mul_mat_vec_k.cu) take 4 and win at two (Q4_K 30 against 42
-// us, Q6_K 44 against 64), not at three or four (Q4_K 48 against 42). The
-// integer-form formats take 8, with no mmq to weigh against. {0, 0}: none.
+// mat-vec (mul_mat_vec_q8.cu) takes 8 and won up to five columns there (Q4_0
+// at 3 / 4 / 5: 23.0 / 27.4 / 30.9 us against mmq's 34.5 / 34.7; at 8 41.5
+// against 35.5; Q8_0 at 3 / 4 / 5: 27.0 / 31.1 / 37.4, at 8 49.4 against mmq's
+// 41.7). Since its several-column steps ask for four columns' activation words at
+// once (mmv_formats.cuh, step_dot), it wins to 8 on the H100 too (4096 x
+// 14336, results/h200/summary-104.txt, us, mat-vec / mmq: Q4_0 at 6 / 8 27.9 /
+// 31.3 against 34.0 / 34.4, Q8_0 35.5 / 36.9 against 46.0 / 46.1; at 14336 x
+// 4096 mmq is ahead, Q4_0 35.3 / 39.5 against 31.5 / 32.4, Q8_0 level; 8B
+// Q4_0 batched decoding at 6 / 8 sequences 1243.8 / 1490.7 t/s against
+// 1117.5 / 1435.7 with mmq from six columns). The K formats (mul_mat_vec_k.cu)
+// take 4 and win at two (Q4_K 30 against 42 us, Q6_K 44 against 64), not at
+// three or four (Q4_K 48 against 42). The integer-form formats take 8, with no mmq to weigh against. {0, 0}: none.
 struct VecInt {
     int max_n;
     int pick_n;
@@ -142,7 +148,7 @@ struct VecInt {
 inline VecInt vec_int(ggml_type t) {
     switch (t) {
         case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0:
-            return {8, 5};
+            return {8, 8};
         case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
             return {4, 2};
         // The K formats' kernel to 4 columns, runs (mul_mat_vec_run.cu) to 8.

@@ -292,8 +292,15 @@ __device__ __forceinline__ void step_dot(const uint32_t (&w)[RW][Q8Fmt<T>::kW], 
         // any is used. A column's load inside its `c < ncols` branch, next to
         // its arithmetic, could not be issued before the previous column's
         // arithmetic (a load is not moved above a branch), so a step waited
-        // for L1 or L2 once per column.
-        constexpr int kG = 4;
+        // for L1 or L2 once per column. Four rows a warp keep that order
+        // (kG 1): their arithmetic covers the wait, and four columns' words
+        // would cost them resident warps. Measured on the H100 (4096 x 14336,
+        // `standin matmul --rotate 4 --reps 30`, results/h200/summary-104.txt),
+        // us, column by column -> kG 4: Q8_0 at 3 / 4 / 5 / 8 columns 33.5 /
+        // 37.3 / 45.2 / 60.2 -> 28.6 / 29.3 / 34.0 / 36.9 (ggml-cuda 31.9 /
+        // 32.8 / 43.1 / 48.0); Q4_0 at 5 / 8 33.6 / 45.4 -> 26.7 / 31.3; Q4_0 at
+        // 3 / 4 columns (four rows) 19.1 / 21.7 -> 22.2 / 22.9, kG 2 there 23.8 / 24.8.
+        constexpr int kG = RW >= 4 ? 1 : 4;
         static_assert(NC % kG == 0, "the column widths above two are multiples of four (with_col_width)");
 #pragma unroll
         for (int c0 = 0; c0 < NC; c0 += kG) {

@@ -226,43 +226,37 @@ __device__ __forceinline__ void store_row_sums(const float (&acc)[RW * NC], floa
             *reinterpret_cast<float *>(add.dst + r * 4 + c * add.dst_nb1) = s + x;
         }
     };
+    // Lane l holds output l / kLanes (warp_sum_each); the first lane of each
+    // kLanes stores it.
+    constexpr int kLanes = 32 / kOut;
+    const float s = warp_sum_each(acc);
+    const int o = lane / kLanes;
+    const bool first = lane % kLanes == 0;
     if constexpr (R == 1) {
-        float sums[kOut];
-#pragma unroll
-        for (int o = 0; o < kOut; ++o) {
-            sums[o] = warp_sum(acc[o]);
-            if (lane == 0 && live && o % NC < ncols) put(o, sums[o]);
-        }
+        if (first && live && o % NC < ncols) put(o, s);
         if constexpr (kRope && RW == 1) {
             // The partner row is the neighbouring warp's (every warp of the block comes here).
-            if (lane == 0) part[warp][0] = sums[0];
+            if (lane == 0) part[warp][0] = s;
             __syncthreads();
-            if (lane == 0 && live && rope->kind != RowRope::none) rope_store(*rope, m, sums[0], part[warp ^ 1][0]);
+            if (lane == 0 && live && rope->kind != RowRope::none) rope_store(*rope, m, s, part[warp ^ 1][0]);
             __syncthreads();  // `part` is reused by the next matrix
         } else if constexpr (kRope) {
-            // Every lane holds every sum: lane r stores row r.
-#pragma unroll
-            for (int o = 0; o < kOut; ++o) {
-                if (lane == o && live && rope->kind != RowRope::none) rope_store(*rope, m + o, sums[o], sums[o ^ 1]);
-            }
+            const float partner = __shfl_xor_sync(0xffffffffu, s, kLanes);  // row o ^ 1
+            if (first && live && rope->kind != RowRope::none) rope_store(*rope, m + o, s, partner);
         }
     } else {
-#pragma unroll
-        for (int o = 0; o < kOut; ++o) {
-            const float s = warp_sum(acc[o]);
-            if (lane == 0) part[warp][o] = s;
-        }
+        if (first) part[warp][o] = s;
         __syncthreads();
         if (warp % R == 0) {
-            float s = 0.0f;
+            float t = 0.0f;
             if (lane < kOut) {
 #pragma unroll
-                for (int w = 0; w < R; ++w) s += part[warp + w][lane];
+                for (int w = 0; w < R; ++w) t += part[warp + w][lane];
             }
-            if (lane < kOut && lane % NC < ncols && live) put(lane, s);
+            if (lane < kOut && lane % NC < ncols && live) put(lane, t);
             if constexpr (kRope) {
-                const float partner = __shfl_xor_sync(0xffffffffu, s, 1);  // lane r ^ 1: row r ^ 1
-                if (lane < kOut && live && rope->kind != RowRope::none) rope_store(*rope, m + lane, s, partner);
+                const float partner = __shfl_xor_sync(0xffffffffu, t, 1);  // lane r ^ 1: row r ^ 1
+                if (lane < kOut && live && rope->kind != RowRope::none) rope_store(*rope, m + lane, t, partner);
             }
         }
         __syncthreads();  // `part` is reused by the next matrix

@@ -133,11 +133,12 @@ TEST(ProductPlan, KnobsAndFallbacks) {
     EXPECT_EQ(plan::choose(p).path, plan::Path::vec_int);
     p.mmq_mode = 2;  // GGML_STANDIN_MMQ=all
     EXPECT_EQ(plan::choose(p).path, plan::Path::mmq);
-    p.mmq_mode = 0;
-    p.N = 6;
-    EXPECT_EQ(plan::choose(p).path, plan::Path::mmq);
-    p.mmq_mode = 1;  // off: the mat-vec while it takes the product, cuBLAS beyond
-    EXPECT_EQ(plan::choose(p).path, plan::Path::vec_int);
+    // Q4_K at 3 columns: its mat-vec takes them, the table picks mmq.
+    plan::Problem k = problem(GGML_TYPE_Q4_K, 3);
+    EXPECT_EQ(plan::choose(k).path, plan::Path::mmq);
+    k.mmq_mode = 1;  // off: the mat-vec while it takes the product, cuBLAS beyond
+    EXPECT_EQ(plan::choose(k).path, plan::Path::vec_int);
+    p.mmq_mode = 1;
     p.N = 64;
     p.vec_int_ok = false;  // q8_applies takes at most 8 columns
     EXPECT_EQ(plan::choose(p).path, plan::Path::blas);
@@ -152,8 +153,8 @@ TEST(ProductPlan, KnobsAndFallbacks) {
 
 TEST(ProductPlan, BlockFormatsDecodeFewColumnsOnTheirMatVec) {
     for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0}) {
-        EXPECT_EQ(plan::choose(problem(t, 5)).path, plan::Path::vec_int) << ggml_type_name(t);
-        EXPECT_EQ(plan::choose(problem(t, 6)).path, plan::Path::mmq) << ggml_type_name(t);
+        EXPECT_EQ(plan::choose(problem(t, 8)).path, plan::Path::vec_int) << ggml_type_name(t);
+        EXPECT_EQ(plan::choose(problem(t, 9)).path, plan::Path::mmq) << ggml_type_name(t);
     }
 }
 
