@@ -178,27 +178,34 @@ template <typename T> __device__ __forceinline__ T warp_sum(T v) {
     return v;
 }
 
-// N values of each lane summed over the warp at once (N a power of two, at
-// most 32): lane l returns the sum of in[l / (32 / N)]. Each level trades half
-// of a lane's values with the lane `o` away and keeps the other half, so N
-// values take N - 1 + log2(32 / N) shuffles where N warp_sums take 5 N (a
-// mat-vec's 16 row-by-column sums: 16 instead of 80).
-template <int N> __device__ __forceinline__ float warp_sum_each(const float (&in)[N]) {
-    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a power of two, at most one value per lane");
-    const int lane = int(threadIdx.x & 31u);
-    float v[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = in[i];
-#pragma unroll
-    for (int n = N, o = 16; n > 1; n >>= 1, o >>= 1) {
-        const bool upper = (lane & o) != 0;  // keeps the upper half of the n values
+// One level of warp_sum_each: the first n of v are live; a lane keeps half
+// of them (the upper half where lane bit O is set) plus what the lane O away
+// sends of its own. Recursion, not a loop, so that every index is a constant
+// (a loop over levels stayed rolled, v in local memory).
+template <int N, int n, int O> __device__ __forceinline__ void warp_sum_halve(float (&v)[N], int lane) {
+    if constexpr (n > 1) {
+        const bool upper = (lane & O) != 0;
 #pragma unroll
         for (int i = 0; i < n / 2; ++i) {
             const float send = upper ? v[i] : v[i + n / 2];
             const float keep = upper ? v[i + n / 2] : v[i];
-            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
         }
+        warp_sum_halve<N, n / 2, O / 2>(v, lane);
     }
+}
+
+// N values of each lane summed over the warp at once (N a power of two, at
+// most 32): lane l returns the sum of in[l / (32 / N)]. Each level trades half
+// of a lane's values with the lane O away and keeps the other half, so N
+// values take N - 1 + log2(32 / N) shuffles where N warp_sums take 5 N (a
+// mat-vec's 16 row-by-column sums: 16 instead of 80).
+template <int N> __device__ __forceinline__ float warp_sum_each(const float (&in)[N]) {
+    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a power of two, at most one value per lane");
+    float v[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = in[i];
+    warp_sum_halve<N, N, 16>(v, int(threadIdx.x & 31u));
     float s = v[0];
 #pragma unroll
     for (int o = 16 / N; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
