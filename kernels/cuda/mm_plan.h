@@ -132,15 +132,18 @@ inline int mmq_chunk(ggml_type t) {
 // mat-vec (mul_mat_vec_q8.cu) takes 8 and won up to five columns there (Q4_0
 // at 3 / 4 / 5: 23.0 / 27.4 / 30.9 us against mmq's 34.5 / 34.7; at 8 41.5
 // against 35.5; Q8_0 at 3 / 4 / 5: 27.0 / 31.1 / 37.4, at 8 49.4 against mmq's
-// 41.7). Since its several-column steps ask for four columns' activation words at
-// once (mmv_formats.cuh, step_dot), it wins to 8 on the H100 too (4096 x
-// 14336, results/h200/summary-104.txt, us, mat-vec / mmq: Q4_0 at 6 / 8 27.9 /
-// 31.3 against 34.0 / 34.4, Q8_0 35.5 / 36.9 against 46.0 / 46.1; at 14336 x
-// 4096 mmq is ahead, Q4_0 35.3 / 39.5 against 31.5 / 32.4, Q8_0 level; 8B
-// Q4_0 batched decoding at 6 / 8 sequences 1243.8 / 1490.7 t/s against
-// 1117.5 / 1435.7 with mmq from six columns). The K formats (mul_mat_vec_k.cu)
-// take 4 and win at two (Q4_K 30 against 42 us, Q6_K 44 against 64), not at
-// three or four (Q4_K 48 against 42). The integer-form formats take 8, with no mmq to weigh against. {0, 0}: none.
+// 41.7). Since its several-column steps ask for four columns' activation
+// words at once (mmv_formats.cuh, step_dot) and reduce their row sums in one
+// many-value warp sum, it wins to 8 on the H100 (results/h200/summary-104.txt,
+// call 3; `standin matmul`, us, mat-vec at 6 / 8 columns against mmq's of the
+// round before, summary-103.txt): 4096 x 14336 Q4_0 26.4 / 29.6 against 34.0 /
+// 34.4, Q8_0 33.3 / 35.5 against 46.0 / 46.1; 14336 x 4096 Q4_0 28.8 / 32.7
+// against 31.5 / 32.4, Q8_0 36.8 / 40.4 against 46.2 / 46.7. 8B Q4_0 batched
+// decoding, S_TG over ggml-cuda's at 6 / 8 sequences: 0.96 / 1.10 with mmq
+// from 6 columns (call 1), 1.26-1.29 / 1.36-1.41 now (call 5). The K formats
+// (mul_mat_vec_k.cu) take 4 and win at two (Q4_K 30 against 42 us, Q6_K 44
+// against 64), not at three or four (Q4_K 48 against 42). The integer-form
+// formats take 8, with no mmq to weigh against. {0, 0}: none.
 struct VecInt {
     int max_n;
     int pick_n;
