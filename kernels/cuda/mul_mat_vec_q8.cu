@@ -74,21 +74,29 @@ constexpr int kWarps = 4;
 // registers do not hold without spilling (8 blocks per SM at two rows: 8B
 // Q8_0 tg128 209 t/s against 262-265 on the H100, results/h200/summary-85.txt).
 // Four rows by several columns (kRowsPerWarp) take 3 (up to 168 registers).
-template <int NC, int RW>
-constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : 6) : RW >= 4 ? 3 : NC == 2 ? (RW == 1 ? 6 : 5) : 4;
+// Q8_0's two rows (nine words each) at one column take 5 (102 registers): at
+// 6 ptxas spilled 4 bytes, and its products took longer (H100,
+// results/h200/summary-104.txt, call 6, `standin matmul --n 1`, us, 6 -> 5):
+// 4096 x 14336 28.8 -> 27.4, 14336 x 4096 28.4 -> 27.3, 28672 x 4096 49.0 ->
+// 48.1, 4096 x 4096 11.3 -> 11.1; 8B Q8_0 tg128 275.30 -> 277.54 t/s (one run
+// each; 4 blocks: 272.86).
+template <int T, int NC, int RW>
+constexpr int kMinBlocks = NC == 1 ? (RW == 1 ? 8 : T == GGML_TYPE_Q8_0 ? 5 : 6)
+                                   : RW >= 4 ? 3 : NC == 2 ? (RW == 1 ? 6 : 5) : 4;
 // MUL_MAT_ID's launches (one column, two rows per warp, a warp per row
 // group): 7 (72 registers; Q8_0's nine words would spill). Expert rows are
 // short (two 32-block steps at K = 2048), so more resident warps mean fewer
 // waves: qwen3's experts in Q4_0 at 8 tokens 23.68 us against 25.48 with 6
-// (H100, results/h200/summary-96.txt, call 7). Dense products keep 6.
-template <int T> constexpr int kIdMinBlocks = T == GGML_TYPE_Q8_0 ? kMinBlocks<1, 2> : 7;
+// (H100, results/h200/summary-96.txt, call 7). Q8_0's experts: 6, its dense
+// figure before call 6 above (5 not measured for them).
+template <int T> constexpr int kIdMinBlocks = T == GGML_TYPE_Q8_0 ? 6 : 7;
 
 // RW consecutive weight rows per warp (every member's M is a multiple of RW,
 // so the rows of a warp belong to one member); R warps per row group (1, 2
 // or kWarps), kWarps / R row groups per block. Step s of a row group is its
 // blocks 32 s .. 32 s + 31 (Note [lane per block]); the warps of a group take
 // every R-th step.
-template <int T, int NC, int R, int RW, int MB = kMinBlocks<NC, RW>, bool kRope = false>
+template <int T, int NC, int R, int RW, int MB = kMinBlocks<T, NC, RW>, bool kRope = false>
 __global__ void __launch_bounds__(kWarps * 32, MB) mmv_q8_kernel(const __grid_constant__ Q8Group g) {
     using F = Q8Fmt<T>;
     __shared__ float part_sums[kWarps][RW * NC];
@@ -152,7 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32, MB) mmv_q8_kernel(const __grid_co
     }
 }
 
-template <int T, int NC, int R, int RW, int MB = kMinBlocks<NC, RW>>
+template <int T, int NC, int R, int RW, int MB = kMinBlocks<T, NC, RW>>
 void launch_q8_k(const Q8Group & g, cudaStream_t st) {
     constexpr int kGroups = kWarps / R;  // row groups per block
     const dim3 grid(unsigned((g.rows / RW + kGroups - 1) / kGroups), grid_yz(g.m[0].ne12 * g.m[0].ne13));
