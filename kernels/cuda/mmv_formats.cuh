@@ -295,7 +295,7 @@ __device__ __forceinline__ void step_dot(const uint32_t (&w)[RW][Q8Fmt<T>::kW], 
         // for L1 or L2 once per column. Four rows a warp keep that order
         // (kG 1): their arithmetic covers the wait, and four columns' words
         // would cost them resident warps. Measured on the H100 (4096 x 14336,
-        // `standin matmul --rotate 4 --reps 30`, results/h200/summary-104.txt),
+        // `standin matmul --rotate 4 --reps 30`, results/h200/summary-104.txt, call 1),
         // us, column by column -> kG 4: Q8_0 at 3 / 4 / 5 / 8 columns 33.5 /
         // 37.3 / 45.2 / 60.2 -> 28.6 / 29.3 / 34.0 / 36.9 (ggml-cuda 31.9 /
         // 32.8 / 43.1 / 48.0); Q4_0 at 5 / 8 33.6 / 45.4 -> 26.7 / 31.3; Q4_0 at
