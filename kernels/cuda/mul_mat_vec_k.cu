@@ -396,7 +396,23 @@ constexpr int kPairMinBlocks = kMinBlocks<T, NC, RW> < kMinBlocks<U, NC, RW> ? k
 // `row` by NC columns from col0 (one weight load serves them all), this
 // warp's share of K (warp `sub` of the R that interleave along the row; the
 // warp's 4 lane groups take consecutive super-blocks).
-template <int T, int NC, int R, int RW>
+// Note [activations ahead]
+// With kActAhead a step's activation words are asked for a step ahead, with
+// its weights, instead of at the top of the step that uses them (where every
+// step waited on L1, and on L2 for about half of them: ncu on the H100, Q4_K
+// 14336 x 4096, L1 hit rate 46%, long-scoreboard stalls 47% of the cycles
+// between issues). One column of one format only: the launch bounds leave no
+// room for it at two columns (4096 x 14336 Q4_K at 2 columns 30.5 -> 36.4 us)
+// nor in the two-format launch (ptxas: 300 bytes spilled). Measured on the
+// H100 (results/h200/summary-105.txt, calls 2 and 3): 8B Q4_K_M tg128 294.77 /
+// 292.28 / 293.23 -> 302.07 / 305.47 / 299.05 t/s in alternating runs
+// (ggml-cuda 258.95 / 255.28 / 258.94), although one product alone is no
+// faster (`standin matmul --n 1`, Q4_K 14336 x 4096 20.8 / 21.8 -> 21.7 / 21.6
+// us). The same in the 32-element formats' register mat-vec (8B Q8_0 277.19 /
+// 270.64 -> 276.02 / 275.13) and, asking before the wait on the copy, in the
+// Q4_0 bulk mat-vec (8B Q4_0 424.78 / 428.80 -> 418.47 / 419.12) gained
+// nothing there, so those kernels are unchanged.
+template <int T, int NC, int R, int RW, bool kActAhead>
 __device__ __forceinline__ void k_row_sums(const Q8Args & p, const uint8_t * row, int64_t col0, bool live, int lane,
                                            int sub, float (&acc)[RW * NC]) {
     using F = KFmt<T>;
@@ -405,6 +421,15 @@ __device__ __forceinline__ void k_row_sums(const Q8Args & p, const uint8_t * row
     const int ncols = int(p.N);
     constexpr int64_t kStride = int64_t(R) * kBlocksPerWarp;
     typename F::W w[RW];
+    typename F::A a[NC];
+    // Columns past N read column 0 again (their sums are not stored).
+    auto load_acts = [&](int64_t sb, typename F::A (&to)[NC]) {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            const int64_t col = col0 + (c < ncols ? c : 0);
+            to[c] = F::load_act(p.q + col * p.K + sb * kQK, p.ds + col * (p.K / 32) + sb * (kQK / 32), t);
+        }
+    };
     int64_t s = live ? int64_t(sub) * kBlocksPerWarp + lane / kLanesPerBlock : n_sb;
     if (!p.early) pdl_wait();
     if (s < n_sb) {
@@ -413,19 +438,16 @@ __device__ __forceinline__ void k_row_sums(const Q8Args & p, const uint8_t * row
     }
     pdl_wait();
     pdl_trigger();
+    if (kActAhead && s < n_sb) load_acts(s, a);
     for (; s < n_sb; s += kStride) {
-        typename F::A a[NC];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) {
-            // Columns past N read column 0 again (their sums are not stored).
-            const int64_t col = col0 + (c < ncols ? c : 0);
-            a[c] = F::load_act(p.q + col * p.K + s * kQK, p.ds + col * (p.K / 32) + s * (kQK / 32), t);
-        }
+        if (!kActAhead) load_acts(s, a);
         typename F::W next[RW];
+        typename F::A next_a[NC];
         const bool more = s + kStride < n_sb;
         if (more) {
 #pragma unroll
             for (int r = 0; r < RW; ++r) next[r] = F::load(row + r * p.a_nb1 + (s + kStride) * F::kBytes, t);
+            if (kActAhead) load_acts(s + kStride, next_a);
         }
 #pragma unroll
         for (int r = 0; r < RW; ++r) {
@@ -435,6 +457,10 @@ __device__ __forceinline__ void k_row_sums(const Q8Args & p, const uint8_t * row
         if (more) {
 #pragma unroll
             for (int r = 0; r < RW; ++r) w[r] = next[r];
+            if (kActAhead) {
+#pragma unroll
+                for (int c = 0; c < NC; ++c) a[c] = next_a[c];
+            }
         }
     }
 }
@@ -453,6 +479,7 @@ __global__ void __launch_bounds__(kWarps * 32, kPairMinBlocks<T, U, NC, RW>) mmv
     const Q8Args & p = g.m[j];
     const int64_t m = grow - g.row0[j];
     const int ncols = int(p.N);
+    constexpr bool kAhead = NC == 1 && U == T;  // Note [activations ahead]
 
     for (uint32_t z = blockIdx.y; z < matrix_count(p); z += gridDim.y) {
         const MatrixAt at = matrix_at(p, m, z);
@@ -461,12 +488,12 @@ __global__ void __launch_bounds__(kWarps * 32, kPairMinBlocks<T, U, NC, RW>) mmv
         for (int o = 0; o < RW * NC; ++o) acc[o] = 0.0f;
         if constexpr (U != T) {
             if (j >= g.second) {
-                k_row_sums<U, NC, R, RW>(p, at.row, at.col0, live, lane, sub, acc);
+                k_row_sums<U, NC, R, RW, kAhead>(p, at.row, at.col0, live, lane, sub, acc);
             } else {
-                k_row_sums<T, NC, R, RW>(p, at.row, at.col0, live, lane, sub, acc);
+                k_row_sums<T, NC, R, RW, kAhead>(p, at.row, at.col0, live, lane, sub, acc);
             }
         } else {
-            k_row_sums<T, NC, R, RW>(p, at.row, at.col0, live, lane, sub, acc);
+            k_row_sums<T, NC, R, RW, kAhead>(p, at.row, at.col0, live, lane, sub, acc);
         }
         if (!at.live) {
 #pragma unroll
