@@ -403,10 +403,10 @@ constexpr int kPairMinBlocks = kMinBlocks<T, NC, RW> < kMinBlocks<U, NC, RW> ? k
 // 14336 x 4096, L1 hit rate 46%, long-scoreboard stalls 47% of the cycles
 // between issues). One column of one format only: the launch bounds leave no
 // room for it at two columns (4096 x 14336 Q4_K at 2 columns 30.5 -> 36.4 us)
-// nor in the two-format launch (ptxas: 300 bytes spilled). Measured on the
-// H100 (results/h200/summary-105.txt, calls 2 and 3): 8B Q4_K_M tg128 294.77 /
-// 292.28 / 293.23 -> 302.07 / 305.47 / 299.05 t/s in alternating runs
-// (ggml-cuda 258.95 / 255.28 / 258.94), although one product alone is no
+// nor in the two-format launch (ptxas: about 300 bytes spilled). Measured on
+// the H100 (results/h200/summary-105.txt, calls 2 and 3): 8B Q4_K_M tg128
+// 294.77 / 292.28 / 293.23 -> 302.07 / 305.47 / 299.05 t/s in alternating
+// runs (ggml-cuda 258.95 / 255.28 / 258.94), although one product alone is no
 // faster (`standin matmul --n 1`, Q4_K 14336 x 4096 20.8 / 21.8 -> 21.7 / 21.6
 // us). The same in the 32-element formats' register mat-vec (8B Q8_0 277.19 /
 // 270.64 -> 276.02 / 275.13) and, asking before the wait on the copy, in the
