@@ -398,10 +398,10 @@ constexpr int kPairMinBlocks = kMinBlocks<T, NC, RW> < kMinBlocks<U, NC, RW> ? k
 // warp's 4 lane groups take consecutive super-blocks).
 // Note [activations ahead]
 // With kActAhead a step's activation words are asked for a step ahead, with
-// its weights, instead of at the top of the step that uses them (where every
-// step waited on L1, and on L2 for about half of them: ncu on the H100, Q4_K
-// 14336 x 4096, L1 hit rate 46%, long-scoreboard stalls 47% of the cycles
-// between issues). One column of one format only: the launch bounds leave no
+// its weights, instead of at the top of the step that uses them, where every
+// step waited for them (ncu on the H100, Q4_K 14336 x 4096: waits on global
+// loads 47% of the cycles between a warp's issues, L1 hit rate of all its
+// loads 46%). One column of one format only: the launch bounds leave no
 // room for it at two columns (4096 x 14336 Q4_K at 2 columns 30.5 -> 36.4 us)
 // nor in the two-format launch (ptxas: about 300 bytes spilled). Measured on
 // the H100 (results/h200/summary-105.txt, calls 2 and 3): 8B Q4_K_M tg128
