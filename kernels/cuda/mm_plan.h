@@ -48,7 +48,8 @@
 // 212.1 us, Q2_K 143.2 against 184.9), not measured beyond.
 //
 // Tile shape: columns per tile 8 * nt (nt = 1, 2, 4, 6, 8), weight rows per block
-// 64 * mw (mw = 1, 2); SI_MMQ_SHAPES lists the pairs mmq.cu builds. When the
+// 64 * mw (mw = 1, 2); SI_MMQ_SHAPES lists the pairs mmq.cu builds (those
+// mmq_shape_built allows for the type). When the
 // tiles alone would not fill the GPU twice over,
 // K is split across a thread-block cluster of `splits` blocks that meet in
 // distributed shared memory (no second pass, fixed order: deterministic).
@@ -103,7 +104,21 @@ struct Choice {
 // slower in a model on the H100 (results/h200/summary-84.txt: 8B Q4_0 pp512
 // with cuBLAS off 9461-9591 t/s against 10077-10115; Q4_K / Q5_K products
 // slower at every count from 64 columns, spilling), so there are none.
-#define SI_MMQ_SHAPES(X) X(1, 1) X(2, 1) X(4, 1) X(8, 1) X(6, 2) X(8, 2)
+#define SI_MMQ_SHAPES(X) X(1, 1) X(2, 1) X(4, 1) X(8, 1) X(4, 2) X(6, 2) X(8, 2)
+
+// 32-column tiles of 128 rows (nt 4, mw 2) split 8 ways along K, for the
+// weight types where they measured faster than 64 rows (17-32 columns; mmq.cu
+// builds that shape for them alone). On the H100 (`standin matmul --devices
+// CUDA0,STANDIN_CUDA0 --rotate 4 --reps 20`, results/h200/summary-106.txt,
+// call 3; us at 24 / 32 columns, 64 rows with the fitted split -> 128 rows
+// split 8, ggml-cuda beside): Q4_0 4096 x 14336 52.5 / 54.3 -> 44.5 / 45.6
+// (50.5 / 53.3), 14336 x 4096 43.6 / 45.2 -> 41.8 / 42.6 (48.3 / 52.0); Q8_0
+// 4096 x 14336 64.7 / 66.8 -> 52.1 / 57.4 (55.9 / 60.5). At 16 columns 128
+// rows measured no better and at 48-64 columns the forced split 8 slower
+// than the fitted one, so those keep their tiles.
+constexpr bool mmq_quarter_wide(ggml_type t) { return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0; }
+// Whether mmq.cu builds tile shape (nt, mw) for type t.
+constexpr bool mmq_shape_built(ggml_type t, int nt, int mw) { return !(nt == 4 && mw == 2) || mmq_quarter_wide(t); }
 
 constexpr int kVecMaxN = 8;      // float weights: the mat-vec up to here
 constexpr int kBlasOverMmqN = 128;  // block weights: cuBLAS (when loaded) from here
@@ -226,8 +241,8 @@ inline bool mmq_can(const Problem & p) {
 // Whether mmq may take the product: a kernel for it, and the knob allows it.
 inline bool mmq_allowed(const Problem & p) { return mmq_can(p) && p.mmq_mode != 1; }
 
-// Tile shape and K split for mmq.
-inline Choice mmq_choice(const Problem & p) {
+// Tile shape and K split for mmq; split_ok: the launch may split K (MUL_MAT_ID's may not).
+inline Choice mmq_choice(const Problem & p, bool split_ok = true) {
     Choice c;
     c.path = Path::mmq;
     const int64_t n8 = (p.N + 7) / 8;
@@ -246,6 +261,12 @@ inline Choice mmq_choice(const Problem & p) {
     // (the rows alone no longer fill the GPU; the K split does). Narrow tiles
     // are bound by weight bytes and keep 64 rows, for more blocks.
     c.mw = c.nt >= 6 && p.M >= 128 ? 2 : 1;
+    // 32 columns of 128 rows: the K split, as measured, is what fills the GPU (mmq_quarter_wide).
+    if (c.nt == 4 && p.M >= 128 && split_ok && mmq_quarter_wide(p.type)) {
+        c.mw = 2;
+        c.split = int(std::min<int64_t>(8, p.K / mmq_chunk(p.type)));
+        return c;
+    }
     const int64_t rows = 64 * c.mw;
     const int64_t blocks = (p.M + rows - 1) / rows * ((p.N + 8 * c.nt - 1) / (8 * c.nt)) * p.matrices;
     // Narrow tiles are latency-bound: four blocks per SM keep enough weight
@@ -315,7 +336,7 @@ inline Choice choose_id(const Problem & p, int64_t pairs) {
     const bool mmq = !is_float(p.type) && mmq_allowed(p);
     const int64_t vec_reach = p.vec_int_ok ? kIdVecPairs : kIdVecFloatPairs;
     if (mmq && (pairs > vec_reach || p.mmq_mode == 2)) {
-        c = mmq_choice(p);
+        c = mmq_choice(p, false);
         c.split = 1;
         return c;
     }

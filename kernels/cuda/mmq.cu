@@ -552,8 +552,10 @@ template <int T, int NT, int MW> bool launch_t(const MmqArgs & p, int split, cud
 }
 
 template <int T> bool launch_shape(const plan::Choice & c, const MmqArgs & p, cudaStream_t st) {
-#define SI_X(kNt, kMw) \
-    if (c.nt == kNt && c.mw == kMw) return launch_t<T, kNt, kMw>(p, c.split, st);
+#define SI_X(kNt, kMw)                                                \
+    if constexpr (plan::mmq_shape_built(ggml_type(T), kNt, kMw)) {   \
+        if (c.nt == kNt && c.mw == kMw) return launch_t<T, kNt, kMw>(p, c.split, st); \
+    }
     SI_MMQ_SHAPES(SI_X)
 #undef SI_X
     return false;

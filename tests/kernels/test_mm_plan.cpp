@@ -40,8 +40,10 @@ std::vector<ggml_type> claimed_weight_types() {
     return out;
 }
 
-// Whether mmq.cu has a kernel of the choice's tile shape (SI_MMQ_SHAPES).
-bool is_mmq_shape(const plan::Choice & c) {
+// Whether mmq.cu has a kernel of the choice's tile shape for type t
+// (SI_MMQ_SHAPES, and mmq_shape_built for the shapes some types lack).
+bool is_mmq_shape(const plan::Choice & c, ggml_type t) {
+    if (!plan::mmq_shape_built(t, c.nt, c.mw)) return false;
 #define SI_X(kNt, kMw) if (c.nt == kNt && c.mw == kMw) return true;
     SI_MMQ_SHAPES(SI_X)
 #undef SI_X
@@ -108,7 +110,7 @@ TEST(ProductPlan, EveryClaimedTypeHasAKernelForEveryColumnCount) {
             ASSERT_TRUE(own.path == plan::Path::vec_int || own.path == plan::Path::mmq)
                 << ggml_type_name(t) << " n=" << n << " without cuBLAS gets " << plan::path_name(own.path);
             if (c.path == plan::Path::mmq) {
-                EXPECT_TRUE(is_mmq_shape(c)) << "no kernel for nt " << c.nt << " mw " << c.mw;
+                EXPECT_TRUE(is_mmq_shape(c, t)) << ggml_type_name(t) << ": no kernel for nt " << c.nt << " mw " << c.mw;
                 EXPECT_GE(c.split, 1);
                 EXPECT_LE(c.split, 8);
                 expect_tile_fits(c, t, n);
@@ -126,6 +128,29 @@ TEST(ProductPlan, SplitsKOnlyWhenTilesCannotFillTheGpu) {
     p.K = 256;  // one chunk: nothing to split
     p.M = 1024;
     EXPECT_EQ(plan::choose(p).split, 1);
+}
+
+TEST(ProductPlan, ThirtyTwoColumnTilesOf128RowsWhereMeasured) {
+    for (const ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K}) {
+        for (const int64_t m : {int64_t(4096), int64_t(14336)}) {
+            for (const int64_t n : {int64_t(17), int64_t(24), int64_t(32)}) {
+                plan::Problem p = problem(t, n);
+                p.M = m;
+                const plan::Choice c = plan::choose(p);
+                ASSERT_EQ(c.path, plan::Path::mmq) << ggml_type_name(t) << " n=" << n;
+                EXPECT_EQ(c.nt, 4);
+                // Measured for Q4_0 and Q8_0 (mm_plan.h, mmq_quarter_wide); Q4_K not.
+                const bool wide = t != GGML_TYPE_Q4_K;
+                EXPECT_EQ(c.mw, wide ? 2 : 1) << ggml_type_name(t) << " m=" << m << " n=" << n;
+                if (wide) EXPECT_EQ(c.split, 8) << ggml_type_name(t) << " m=" << m << " n=" << n;
+            }
+        }
+        // Sixteen columns keep 64-row tiles; so do MUL_MAT_ID's, which cannot split K.
+        EXPECT_EQ(plan::choose(problem(t, 16)).mw, 1) << ggml_type_name(t);
+        plan::Problem e = problem(t, 32);
+        e.vec_int_ok = false;
+        EXPECT_EQ(plan::choose_id(e, 32 * 8).mw, 1) << ggml_type_name(t);
+    }
 }
 
 TEST(ProductPlan, KnobsAndFallbacks) {
@@ -241,7 +266,7 @@ TEST(ProductPlan, ExpertsTakeAKernelForEveryPairCount) {
             EXPECT_EQ(c.path, few ? small : many)
                 << ggml_type_name(t) << " pairs=" << pairs << " gets " << plan::path_name(c.path);
             if (c.path == plan::Path::mmq) {
-                EXPECT_TRUE(is_mmq_shape(c)) << "no kernel for nt " << c.nt << " mw " << c.mw;
+                EXPECT_TRUE(is_mmq_shape(c, t)) << ggml_type_name(t) << ": no kernel for nt " << c.nt << " mw " << c.mw;
                 EXPECT_EQ(c.split, 1) << ggml_type_name(t) << " pairs=" << pairs;
                 expect_tile_fits(c, t, p.N);
             }
