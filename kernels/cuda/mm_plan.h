@@ -110,7 +110,7 @@ struct Choice {
 // weight types where they measured faster than 64 rows (17-32 columns; mmq.cu
 // builds that shape for them alone). On the H100 (`standin matmul --devices
 // CUDA0,STANDIN_CUDA0 --rotate 4 --reps 20`, results/h200/summary-106.txt,
-// call 3; us at 24 / 32 columns, 64 rows with the fitted split -> 128 rows
+// call 2; us at 24 / 32 columns, 64 rows with the fitted split -> 128 rows
 // split 8, ggml-cuda beside): Q4_0 4096 x 14336 52.5 / 54.3 -> 44.5 / 45.6
 // (50.5 / 53.3), 14336 x 4096 43.6 / 45.2 -> 41.8 / 42.6 (48.3 / 52.0); Q8_0
 // 4096 x 14336 64.7 / 66.8 -> 52.1 / 57.4 (55.9 / 60.5). At 16 columns 128
