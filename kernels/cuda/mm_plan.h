@@ -114,8 +114,10 @@ struct Choice {
 // split 8, ggml-cuda beside): Q4_0 4096 x 14336 52.5 / 54.3 -> 44.5 / 45.6
 // (50.5 / 53.3), 14336 x 4096 43.6 / 45.2 -> 41.8 / 42.6 (48.3 / 52.0); Q8_0
 // 4096 x 14336 64.7 / 66.8 -> 52.1 / 57.4 (55.9 / 60.5). At 16 columns 128
-// rows measured no better and at 48-64 columns the forced split 8 slower
-// than the fitted one, so those keep their tiles.
+// rows gained at most 7% (two n-tiles; ptxas spills 8 bytes there) and at
+// 48-64 columns the forced split 8 was slower than the fitted one, so those
+// keep their tiles. The split is fitted to the clusters resident at launch
+// (mmq.cu) as every split is.
 constexpr bool mmq_quarter_wide(ggml_type t) { return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0; }
 // Whether mmq.cu builds tile shape (nt, mw) for type t.
 constexpr bool mmq_shape_built(ggml_type t, int nt, int mw) { return !(nt == 4 && mw == 2) || mmq_quarter_wide(t); }
